@@ -1,0 +1,8 @@
+"""DeFINE (Mehta et al., ICLR 2020) for fairseq: ``--user-dir fairseq_define`` or
+``import fairseq_define`` registers every model, architecture, task and criterion."""
+
+from fairseq_define_patch import require_patched_fairseq
+
+require_patched_fairseq()
+
+from . import models, modules  # noqa: E402,F401

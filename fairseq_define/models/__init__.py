@@ -1,0 +1,1 @@
+from . import define_transformer  # noqa: F401  (registers the models and architectures)

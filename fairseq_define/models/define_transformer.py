@@ -1,0 +1,92 @@
+"""Transformer NMT with DeFINE token embeddings (paper section 4.2, Table 3).
+
+Encoder and decoder embeddings are DeFINE units on n-dim map tables. The decoder output is
+projected d_model -> n and scored against the decoder's n-dim map table, which is where the
+parameter saving over a standard Transformer comes from. ``--define-transform projective``
+gives the like-for-like baseline (same n, one linear map n -> d_model).
+"""
+
+import logging
+from dataclasses import fields
+
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import TransformerModel, base_architecture
+
+from ..modules.define_config import DefineConfig, DefineConfigError
+from ..modules.define_embedding import DefineEmbedding
+from ..param_report import log_parameter_distribution
+
+logger = logging.getLogger(__name__)
+
+
+@register_model("define_transformer")
+class DefineTransformerModel(TransformerModel):
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        # defaults come from the architecture functions, as for fairseq's transformer
+        gen_parser_from_dataclass(parser, DefineConfig(), delete_default=True)
+
+    @classmethod
+    def build_model(cls, args, task):
+        define_base_architecture(args)
+        if args.encoder_embed_path or args.decoder_embed_path:
+            raise DefineConfigError(
+                "--encoder-embed-path/--decoder-embed-path load m-dim pretrained embeddings, "
+                "which a DeFINE map (n-dim) cannot use; drop them or use --arch transformer"
+            )
+        # The map scales its n-dim table by sqrt(n); the unit's output enters unscaled.
+        args.no_scale_embedding = True
+        # Output layer tied at n: d_model -> n projection, logits against the map table.
+        args.share_decoder_input_output_embed = True
+        args.decoder_output_dim = args.define_map_dim
+        model = super().build_model(args, task)
+        log_parameter_distribution(model, args.arch)
+        return model
+
+    @classmethod
+    def build_embedding(cls, args, dictionary, embed_dim, path=None):
+        emb = DefineEmbedding(args, len(dictionary), dictionary.pad(), embed_dim)
+        if emb.embedding_dim != embed_dim:
+            raise DefineConfigError(
+                f"the DeFINE unit outputs {emb.embedding_dim} dims but the Transformer's "
+                f"embedding dim is {embed_dim}; set --define-out-dim to {embed_dim} (or leave "
+                "it unset), and keep Reduce (drop --define-no-reduce) or set "
+                f"--encoder-embed-dim/--decoder-embed-dim to {emb.embedding_dim}"
+            )
+        return emb
+
+
+def _define_defaults(args, **overrides):
+    for f in fields(DefineConfig):
+        if not hasattr(args, f.name):
+            setattr(args, f.name, overrides.get(f.name, f.default))
+
+
+@register_model_architecture("define_transformer", "define_transformer")
+def define_base_architecture(args):
+    """Transformer base with the paper's NMT DeFINE: n=128, k=1024, N=3, m=d_model."""
+    _define_defaults(args, define_map_dim=128, define_expand_dim=1024, define_depth=3)
+    base_architecture(args)
+
+
+@register_model_architecture("define_transformer", "define_transformer_wmt_en_de")
+def define_transformer_wmt_en_de(args):
+    """Table 3: Transformer base + DeFINE (n=128, k=1024, m=512, N=3)."""
+    define_base_architecture(args)
+
+
+@register_model_architecture("define_transformer", "define_transformer_tiny")
+def define_transformer_tiny(args):
+    """A small model for CPU demos and tests (3+3 layers, d=256, n=64, k=512, N=3)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
+    args.encoder_layers = getattr(args, "encoder_layers", 3)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 256)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 1024)
+    args.decoder_layers = getattr(args, "decoder_layers", 3)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    _define_defaults(args, define_map_dim=64, define_expand_dim=512, define_depth=3)
+    define_base_architecture(args)

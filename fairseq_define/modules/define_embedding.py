@@ -1,0 +1,75 @@
+"""Token embedding = Map (standard table or adaptive input, n-dim) -> DeFINE unit
+(paper section 3.4, Figure 1): a drop-in replacement for a model's ``embed_tokens``."""
+
+import math
+
+import torch.nn as nn
+from fairseq.modules import AdaptiveInput, FairseqDropout
+
+from .define_config import DefineConfigError, parse_int_list, schedule_from_config
+from .define_unit import DefineUnit
+
+
+def map_embedding(num_embeddings, dim, padding_idx):
+    """An n-dim table initialised as fairseq initialises token embeddings."""
+    table = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
+    nn.init.normal_(table.weight, mean=0, std=dim**-0.5)
+    if padding_idx is not None:
+        nn.init.constant_(table.weight[padding_idx], 0)
+    return table
+
+
+class DefineEmbedding(nn.Module):
+    """Map tokens to n dims, then through the DeFINE unit to ``embedding_dim`` (m).
+
+    ``weight`` is the n-dim map table, so fairseq's output-layer tying
+    (``share_decoder_input_output_embed``) ties the softmax to it at n dims.
+    """
+
+    def __init__(self, cfg, num_embeddings, padding_idx, out_dim):
+        super().__init__()
+        self.schedule = schedule_from_config(cfg, out_dim)
+        n = cfg.define_map_dim
+        self.padding_idx = padding_idx
+        self.num_embeddings = num_embeddings
+        self.map_kind = str(cfg.define_map)
+        if self.map_kind == "adaptive":
+            cutoff = parse_int_list(cfg.define_adaptive_cutoff, "--define-adaptive-cutoff")
+            if not cutoff:
+                raise DefineConfigError(
+                    "--define-map adaptive needs --define-adaptive-cutoff (e.g. 20000,40000,200000)"
+                )
+            if cutoff[-1] > num_embeddings:
+                raise DefineConfigError(
+                    f"--define-adaptive-cutoff {cfg.define_adaptive_cutoff} exceeds the "
+                    f"vocabulary size {num_embeddings}; use cutoffs below {num_embeddings}"
+                )
+            self.map = AdaptiveInput(
+                num_embeddings, padding_idx, n, cfg.define_adaptive_factor, n, cutoff, 0, 8
+            )
+            self.map_scale = 1.0
+        else:
+            self.map = map_embedding(num_embeddings, n, padding_idx)
+            self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
+        self.map_dropout = FairseqDropout(cfg.define_map_dropout, module_name="DefineMapDropout")
+        self.unit = DefineUnit(
+            self.schedule,
+            activation=cfg.define_activation,
+            norm=cfg.define_norm,
+            bias=not cfg.define_no_bias,
+            dropout=cfg.define_dropout,
+        )
+        self.embedding_dim = self.unit.output_dim
+
+    @property
+    def weight(self):
+        """The n-dim map table (standard map), for output-layer tying."""
+        if self.map_kind != "standard":
+            raise AttributeError("an adaptive map has no single table; tie through .map")
+        return self.map.weight
+
+    def map_tokens(self, tokens):
+        return self.map_dropout(self.map(tokens) * self.map_scale)  # [B, T, n]
+
+    def forward(self, tokens):
+        return self.unit(self.map_tokens(tokens))  # [B, T, m]

@@ -1,0 +1,33 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-define",
+    version="0.1.0",
+    description="DeFINE: Deep Factorized Input Token Embeddings (Mehta et al., ICLR 2020) for fairseq",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    packages=find_packages(include=["fairseq_define", "fairseq_define.*"]),
+    py_modules=["fairseq_define_patch"],
+    install_requires=[
+        # torch is pinned by the caller (constraints.txt on CPU, your CUDA build on GPUs):
+        # fairseq's own requirement would otherwise pull the newest torch and CUDA stack.
+        "torch>=2.0",
+        "fairseq==0.12.2",
+        "hydra-core==1.0.7",
+        "omegaconf==2.0.6",
+        "numpy",
+        "sacrebleu>=2.0",
+        "sentencepiece",
+        "subword-nmt",
+        "sacremoses",
+        "tqdm",
+    ],
+    extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
+    entry_points={
+        "console_scripts": [
+            "fairseq-define-patch-fairseq = fairseq_define_patch:main",
+            "fairseq-define-params = fairseq_define.tools.params:cli_main",
+        ]
+    },
+)
