@@ -79,14 +79,14 @@ def define_transformer_wmt_en_de(args):
 
 @register_model_architecture("define_transformer", "define_transformer_tiny")
 def define_transformer_tiny(args):
-    """A small model for CPU demos and tests (3+3 layers, d=256, n=64, k=512, N=3)."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
+    """A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 512)
     args.encoder_layers = getattr(args, "encoder_layers", 3)
     args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 256)
-    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 1024)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 512)
     args.decoder_layers = getattr(args, "decoder_layers", 3)
     args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
-    _define_defaults(args, define_map_dim=64, define_expand_dim=512, define_depth=3)
+    _define_defaults(args, define_map_dim=32, define_expand_dim=256, define_depth=3)
     define_base_architecture(args)

@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` (the main job) and `make test` (the test suite).
+# Both set up .venv on first use: CPU torch 2.13.0 (pinned, also inside pip's build
+# environments via PIP_CONSTRAINT), fairseq 0.12.2 and this package, then patch fairseq.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+STAMP := $(VENV)/.installed
+export PIP_CONSTRAINT := $(abspath constraints.txt)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test setup check clean-venv
+
+demo: $(STAMP)
+	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
+
+test: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+check: $(STAMP)
+	$(BIN)/fairseq-define-patch-fairseq --check
+
+# pip stays at the venv's version (23.x): pip >= 24.1 refuses omegaconf 2.0.6's metadata.
+$(STAMP): setup.py constraints.txt fairseq_define_patch.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install torch==2.13.0
+	$(BIN)/python -m pip install -e '.[test]'
+	$(BIN)/fairseq-define-patch-fairseq --apply
+	$(BIN)/fairseq-define-patch-fairseq --check
+	touch $(STAMP)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,141 @@
+"""The stock fairseq CLIs on small slices of real corpora from ../shared/data, with the
+plugin loaded through --user-dir (absolute path), as a user runs them."""
+
+import re
+import shutil
+
+import pytest
+
+from .conftest import ROOT, run_cli
+
+USER_DIR = str(ROOT / "fairseq_define")
+TINY = ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+        "--decoder-ffn-embed-dim", "128", "--encoder-layers", "2", "--decoder-layers", "2",
+        "--define-map-dim", "32", "--define-expand-dim", "128"]
+
+
+def head(src, dst, start, count):
+    with open(src, encoding="utf-8") as f:
+        lines = f.readlines()[start:start + count]
+    dst.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def wmt_bin(tmp_path_factory, shared_data):
+    """Tokenized WMT EN-DE (toy_ende_10k): joint BPE (subword-nmt), binarized."""
+    d = tmp_path_factory.mktemp("wmt")
+    toy = shared_data / "toy_ende_10k"
+    for split, name, start, n in [("train", "train", 0, 2000), ("valid", "val", 0, 60), ("test", "test", 0, 40)]:
+        head(toy / f"src-{name}.txt", d / f"{split}.tok.en", start, n)
+        head(toy / f"tgt-{name}.txt", d / f"{split}.tok.de", start, n)
+    run_cli("subword-nmt", "learn-joint-bpe-and-vocab", "--input", d / "train.tok.en", d / "train.tok.de",
+            "-s", "600", "-o", d / "codes", "--write-vocabulary", d / "voc.en", d / "voc.de")
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            out = run_cli("subword-nmt", "apply-bpe", "-c", d / "codes", "--input", d / f"{split}.tok.{lang}").stdout
+            (d / f"{split}.bpe.{lang}").write_text(out, encoding="utf-8")
+    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train.bpe", "--validpref",
+            d / "valid.bpe", "--testpref", d / "test.bpe", "--destdir", d / "bin", "--joined-dictionary",
+            "--workers", "1")
+    return d
+
+
+@pytest.fixture(scope="module")
+def trained(wmt_bin):
+    ckpt = wmt_bin / "ckpt"
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+                  *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3",
+                  "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
+                  "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
+    assert "parameters (paper's distribution): define_transformer_tiny: DeFINE" in out.stdout
+    losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", out.stdout)]
+    assert losses and all(l == l for l in losses)  # finite
+    assert (ckpt / "checkpoint_last.pt").is_file()
+    return ckpt
+
+
+def test_generate_and_score(wmt_bin, trained):
+    gen = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                  "--gen-subset", "test", "--beam", "2", "--max-len-b", "20", "--batch-size", "20",
+                  "--remove-bpe", "--cpu")
+    hyps = dict(re.findall(r"^H-(\d+)\t[-0-9.e]+\t(.*)$", gen.stdout, re.M))
+    refs = dict(re.findall(r"^T-(\d+)\t(.*)$", gen.stdout, re.M))
+    assert len(hyps) == len(refs) == 40
+    assert re.search(r"BLEU4 = [0-9.]+", gen.stdout)
+    sys_file, ref_file = wmt_bin / "sys.txt", wmt_bin / "ref.txt"
+    sys_file.write_text("".join(hyps[k] + "\n" for k in sorted(hyps, key=int)), encoding="utf-8")
+    ref_file.write_text("".join(refs[k] + "\n" for k in sorted(refs, key=int)), encoding="utf-8")
+    score = run_cli("fairseq-score", "--sys", sys_file, "--ref", ref_file, "--sacrebleu")
+    assert re.search(r"BLEU = [0-9.]+", score.stdout)
+
+
+def test_interactive_and_validate(wmt_bin, trained):
+    lines = (wmt_bin / "test.bpe.en").read_text(encoding="utf-8").splitlines()[:3]
+    proc = subprocess_run_interactive(wmt_bin, trained, "\n".join(lines) + "\n")
+    assert len(re.findall(r"^H-\d+\t", proc.stdout, re.M)) == 3
+    val = run_cli("fairseq-validate", wmt_bin / "bin", "--user-dir", USER_DIR, "--task", "translation",
+                  "--path", trained / "checkpoint_last.pt", "--valid-subset", "valid", "--cpu", "--max-tokens", "2000")
+    assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", val.stdout)
+
+
+def subprocess_run_interactive(wmt_bin, ckpt, text):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).parent / "fairseq-interactive"
+    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(ckpt / "checkpoint_last.pt"),
+                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "20"],
+                          input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_resume_from_checkpoint(wmt_bin, trained, tmp_path):
+    ckpt = tmp_path / "resume"
+    shutil.copytree(trained, ckpt)
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                  "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+                  "--max-update", "14", "--save-dir", ckpt, "--cpu", "--no-epoch-checkpoints",
+                  "--log-format", "simple", "--seed", "3")
+    assert "Loaded checkpoint" in out.stdout and "num_updates 14" in out.stdout
+
+
+def test_paper_architecture_starts_training(wmt_bin, tmp_path):
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_wmt_en_de",
+                  "--optimizer", "adam", "--lr", "1e-4", "--max-tokens", "400", "--max-update", "1",
+                  "--save-dir", tmp_path / "ck", "--no-save", "--cpu", "--log-format", "simple", "--log-interval", "1",
+                  "--disable-validation")
+    assert "define_transformer_wmt_en_de: DeFINE" in out.stdout
+    assert re.search(r"num_updates 1\b", out.stdout)
+
+
+def test_language_model_cli_and_eval_lm(shared_data, tmp_path):
+    """fairseq-eval-lm (and --sample-break-mode eos, a numpy-2 fix) on a PTB slice."""
+    head(shared_data / "ptb" / "ptb.train.txt", tmp_path / "train.txt", 0, 800)
+    head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 100)
+    run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",
+            tmp_path / "valid.txt", "--destdir", tmp_path / "bin", "--workers", "1")
+    run_cli("fairseq-train", tmp_path / "bin", "--task", "language_modeling", "--arch", "transformer_lm",
+            "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+            "--decoder-attention-heads", "2", "--decoder-input-dim", "32", "--decoder-output-dim", "32",
+            "--optimizer", "adam", "--lr", "1e-3", "--tokens-per-sample", "64", "--sample-break-mode", "eos",
+            "--max-tokens", "1024", "--max-update", "5", "--save-dir", tmp_path / "ck", "--cpu",
+            "--no-epoch-checkpoints")
+    out = run_cli("fairseq-eval-lm", tmp_path / "bin", "--path", tmp_path / "ck" / "checkpoint_last.pt",
+                  "--gen-subset", "valid", "--max-tokens", "1024", "--sample-break-mode", "eos", "--cpu")
+    assert re.search(r"Perplexity: [0-9.]+", out.stdout)
+
+
+def test_hub_interface_translates(wmt_bin, trained):
+    """from_pretrained needs no --user-dir: importing fairseq_define registered the model."""
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    hub = DefineTransformerModel.from_pretrained(
+        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"),
+        bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"),
+    )
+    out = hub.translate("the European Parliament", beam=2, max_len_b=10)
+    assert isinstance(out, str) and "@@" not in out
+    assert isinstance(hub.models[0], DefineTransformerModel)

@@ -1,0 +1,87 @@
+"""The fairseq 0.12.2 patch: idempotent, checkable, all-or-nothing, refuses unknown files."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import fairseq_define_patch as fp
+
+from .conftest import ROOT
+
+
+def test_installed_fairseq_is_patched():
+    assert all(s.state == "patched" for s in fp.statuses())
+    assert fp.main(["--check"]) == 0
+
+
+@pytest.fixture
+def pristine_copy(tmp_path):
+    """The patched files copied to tmp roots and reverted there: a shipped fairseq."""
+    roots = {}
+    for p in fp.PATCHES:
+        root = tmp_path / p.distribution
+        src = fp.site_root(p.distribution) / p.path
+        dst = root / p.path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dst)
+        roots[p.distribution] = root
+    fp.apply(roots, reverse=True)
+    assert all(s.state == "original" for s in fp.statuses(roots))
+    return roots
+
+
+def test_apply_twice_is_a_no_op(pristine_copy):
+    roots = pristine_copy
+    assert all(s.state == "patched" for s in fp.apply(roots))
+    mtimes = {s.path: s.path.stat().st_mtime_ns for s in fp.statuses(roots)}
+    assert all(s.state == "patched" for s in fp.apply(roots))
+    assert mtimes == {s.path: s.path.stat().st_mtime_ns for s in fp.statuses(roots)}
+
+
+def test_patched_text_is_what_the_fixes_need(pristine_copy):
+    roots = pristine_copy
+    fp.apply(roots)
+    configs = (roots["fairseq"] / "fairseq/dataclass/configs.py").read_text()
+    assert "common: CommonConfig = field(default_factory=CommonConfig)" in configs
+    ckpt = (roots["fairseq"] / "fairseq/checkpoint_utils.py").read_text()
+    assert "weights_only=True" in ckpt and 'torch.load(f, map_location=torch.device("cpu"))' not in ckpt
+    assert 'state = safe_torch_load(f, map_location=torch.device("cpu"))' in ckpt
+    assert "np.compat" not in (roots["fairseq"] / "fairseq/data/token_block_dataset.py").read_text()
+
+
+def test_unknown_content_is_refused_and_nothing_is_written(pristine_copy):
+    roots = pristine_copy
+    edited = roots["fairseq"] / "fairseq/data/data_utils.py"
+    edited.write_text(edited.read_text() + "\n# a local edit\n")
+    before = {s.path: s.path.read_bytes() for s in fp.statuses(roots)}
+    with pytest.raises(fp.FairseqPatchError, match="refusing to patch"):
+        fp.apply(roots)
+    assert before == {s.path: s.path.read_bytes() for s in fp.statuses(roots)}
+    states = {s.path.name: s.state for s in fp.statuses(roots)}
+    assert states["data_utils.py"] == "unknown" and states["configs.py"] == "original"
+
+
+def test_check_mode_fails_on_unpatched(pristine_copy, monkeypatch):
+    monkeypatch.setattr(fp, "site_root", lambda dist: pristine_copy[dist])
+    assert fp.main(["--check"]) == 1
+    assert fp.main(["--apply"]) == 0
+    assert fp.main(["--check"]) == 0
+
+
+def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
+    """A Python that finds an unpatched fairseq first gets one clear ImportError."""
+    site = tmp_path / "site"
+    for top in ("fairseq", "fairseq_cli", "hydra"):
+        shutil.copytree(fp.site_root("fairseq" if top != "hydra" else "hydra-core") / top,
+                        site / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    fp.apply({"fairseq": site, "hydra-core": site}, reverse=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import fairseq_define"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={"PYTHONPATH": f"{site}:{ROOT}", "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: fairseq_define:") and fp.APPLY_COMMAND in last
