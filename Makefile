@@ -26,7 +26,10 @@ $(STAMP): setup.py constraints.txt fairseq_define_patch.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install torch==2.13.0
 	$(BIN)/python -m pip install -e '.[test]'
-	$(BIN)/fairseq-define-patch-fairseq --apply
+	# a venv patched by an older version of this project: reinstall the shipped files first
+	$(BIN)/fairseq-define-patch-fairseq --apply || { \
+	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 hydra-core==1.0.7 && \
+	  $(BIN)/fairseq-define-patch-fairseq --apply; }
 	$(BIN)/fairseq-define-patch-fairseq --check
 	touch $(STAMP)
 

@@ -117,13 +117,38 @@ def add_checkpoint_safe_globals(classes):
             _EXTRA_SAFE_GLOBALS.append(cls)
 
 
+class CheckpointLoadError(RuntimeError):
+    """A checkpoint that cannot be loaded: unsafe, corrupt or truncated."""
+
+
 def safe_torch_load(f, map_location=None):
     """torch.load with the weights-only unpickler and fairseq's allow-list.
 
-    A checkpoint that needs any other class is refused instead of executed. For an old
+    A checkpoint that needs any other class is refused instead of executed; for an old
     checkpoint you trust, see fairseq_define's README ("Loading checkpoints safely")."""
-    with torch.serialization.safe_globals(_fairseq_checkpoint_safe_globals()):
-        return torch.load(f, map_location=map_location, weights_only=True)
+    name = f if isinstance(f, str) else getattr(f, "name", "the checkpoint")
+    try:
+        with torch.serialization.safe_globals(_fairseq_checkpoint_safe_globals()):
+            return torch.load(f, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        # a class or function outside the allow-list: what a crafted checkpoint needs
+        reason = [l.strip() for l in str(e).splitlines() if "GLOBAL" in l]
+        if reason:
+            raise CheckpointLoadError(
+                f"refusing to load {name}: it holds objects outside fairseq's allow-list of "
+                f"checkpoint classes, and unpickling them could run code ({reason[0]}). If "
+                f"you trust this file, convert it once with: "
+                f"fairseq-define-trust-checkpoint {name} NEW.pt"
+            ) from None
+        error = e
+    except (RuntimeError, EOFError, ValueError, OSError) as e:
+        error = e
+    lines = [l.strip() for l in str(error).splitlines() if l.strip()] or [type(error).__name__]
+    detail = next((l for l in lines if "Unpickler error" in l), lines[0])
+    raise CheckpointLoadError(
+        f"cannot read {name}: the file is truncated, corrupt or not a PyTorch checkpoint "
+        f"({detail}); use an intact copy (checkpoint_best.pt, an earlier checkpointN.pt)"
+    ) from None
 
 '''
 
@@ -198,11 +223,11 @@ PATCHES: Tuple[FilePatch, ...] = (
     FilePatch(
         "fairseq",
         "fairseq/checkpoint_utils.py",
-        "torch >= 2.6: load checkpoints with the weights-only unpickler and an allow-list",
+        "torch >= 2.6: weights-only loading with an allow-list; clear load errors; atomic copies",
         (
             Edit(
                 "from typing import Any, Dict, Optional, Union\n",
-                "import typing\nfrom typing import Any, Dict, Optional, Union\n",
+                "import pickle\nimport typing\nfrom typing import Any, Dict, Optional, Union\n",
             ),
             Edit(
                 "logger = logging.getLogger(__name__)\n",
@@ -215,6 +240,19 @@ PATCHES: Tuple[FilePatch, ...] = (
             Edit(
                 "        new_state = torch.load(\n            f,\n",
                 "        new_state = safe_torch_load(\n            f,\n",
+            ),
+            # copies (checkpoint_last.pt, _best.pt) were written in place: a kill mid-copy
+            # left a truncated checkpoint_last.pt that the next resume could not read
+            Edit(
+                "                assert PathManager.copy(\n"
+                "                    checkpoints[0], cp, overwrite=True\n"
+                '                ), f"Failed to copy {checkpoints[0]} to {cp}"\n',
+                "                tmp = cp + \".tmp\" if PathManager.supports_rename(cp) else cp\n"
+                "                assert PathManager.copy(\n"
+                "                    checkpoints[0], tmp, overwrite=True\n"
+                '                ), f"Failed to copy {checkpoints[0]} to {tmp}"\n'
+                "                if tmp != cp:\n"
+                "                    PathManager.rename(tmp, cp)  # atomic: never a half-written cp\n",
             ),
         ),
     ),
@@ -333,7 +371,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "5194033e7b9846f8d6d810b850d473f5cfdcc1a9dc42f3caa3a1e3abbdd1fff8",
+        "8b0a0d15d5f155da56c4d8c5257ea2f9035050d3c322f827a202c6676c1d8140",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -360,8 +398,8 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "7b2e27bb830e9afb271f37a558a448ec47f2a94ff83cfff301dcb5fc1f1ec64d",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
-        "991c6366f29caf71be90c6e08a0cf6f2cb0031f1f9db2bd0b4f2938bd64bbe76",
-        "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
+        "ce11e9f955e337832b62cfba6210a6dd2ee306b9a3ebbcb117ed4ee266122356",
+        "1184c0444d63eef3d18265b63a29eb71ef271c086899456d9e776556da612e2b",
     ),
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",

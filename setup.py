@@ -28,6 +28,8 @@ setup(
         "console_scripts": [
             "fairseq-define-patch-fairseq = fairseq_define_patch:main",
             "fairseq-define-params = fairseq_define.tools.params:cli_main",
+            "fairseq-define-trust-checkpoint = fairseq_define.tools.trust_checkpoint:main",
+            "fairseq-define-average-checkpoints = fairseq_define.tools.average_checkpoints:main",
         ]
     },
 )

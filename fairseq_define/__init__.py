@@ -5,4 +5,8 @@ from fairseq_define_patch import require_patched_fairseq
 
 require_patched_fairseq()
 
+from .errors import install_cli_excepthook  # noqa: E402
+
+install_cli_excepthook()
+
 from . import models, modules  # noqa: E402,F401

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
@@ -37,3 +39,51 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
             f"{' '.join(map(str, cmd))} exited {proc.returncode}\n--- output\n{proc.stdout[-6000:]}"
         )
     return proc
+
+
+USER_DIR = str(ROOT / "fairseq_define")
+TINY = ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+        "--decoder-ffn-embed-dim", "128", "--encoder-layers", "2", "--decoder-layers", "2",
+        "--define-map-dim", "32", "--define-expand-dim", "128"]
+
+
+def head(src, dst, start, count):
+    with open(src, encoding="utf-8") as f:
+        lines = f.readlines()[start:start + count]
+    dst.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def wmt_bin(tmp_path_factory, shared_data):
+    """Tokenized WMT EN-DE (toy_ende_10k): joint BPE (subword-nmt), binarized."""
+    d = tmp_path_factory.mktemp("wmt")
+    toy = shared_data / "toy_ende_10k"
+    for split, name, start, n in [("train", "train", 0, 2000), ("valid", "val", 0, 60), ("test", "test", 0, 40)]:
+        head(toy / f"src-{name}.txt", d / f"{split}.tok.en", start, n)
+        head(toy / f"tgt-{name}.txt", d / f"{split}.tok.de", start, n)
+    run_cli("subword-nmt", "learn-joint-bpe-and-vocab", "--input", d / "train.tok.en", d / "train.tok.de",
+            "-s", "600", "-o", d / "codes", "--write-vocabulary", d / "voc.en", d / "voc.de")
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            out = run_cli("subword-nmt", "apply-bpe", "-c", d / "codes", "--input", d / f"{split}.tok.{lang}").stdout
+            (d / f"{split}.bpe.{lang}").write_text(out, encoding="utf-8")
+    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train.bpe", "--validpref",
+            d / "valid.bpe", "--testpref", d / "test.bpe", "--destdir", d / "bin", "--joined-dictionary",
+            "--workers", "1")
+    return d
+
+
+@pytest.fixture(scope="session")
+def trained(wmt_bin):
+    ckpt = wmt_bin / "ckpt"
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+                  *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3",
+                  "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
+                  "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
+    assert "parameters (paper's distribution): define_transformer_tiny: DeFINE" in out.stdout
+    losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", out.stdout)]
+    assert losses and all(l == l for l in losses)  # finite
+    assert (ckpt / "checkpoint_last.pt").is_file()
+    return ckpt
+
+

@@ -30,6 +30,8 @@ from typing import List, Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
+from ..errors import UserError
+
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
     ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 )
@@ -50,7 +52,7 @@ _TRANSFORMS = {
 }
 
 
-class DefineConfigError(ValueError):
+class DefineConfigError(UserError, ValueError):
     """An invalid DeFINE setting; the message names the value and what would work."""
 
 

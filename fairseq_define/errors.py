@@ -1,0 +1,80 @@
+"""User errors: one clear line naming the problem and the fix, no traceback.
+
+Library code raises :class:`UserError` (or a subclass) for bad settings and bad input. In a
+fairseq command-line tool (``fairseq-train`` ... with ``--user-dir``), uncaught user errors,
+and the fairseq failures that mean bad input (a missing split, a truncated dataset, a
+checkpoint that does not fit the data), are printed as ``PROG: error: MESSAGE`` and the tool
+exits non-zero. ``FAIRSEQ_DEFINE_TRACEBACK=1`` shows the full traceback instead. Nothing is
+installed for Python sessions (the hub interface keeps ordinary tracebacks).
+"""
+
+import os
+import re
+import sys
+
+
+class UserError(Exception):
+    """Bad settings or bad input: the message says what is wrong and how to fix it."""
+
+
+# fairseq's own exceptions for bad input, with the explanation a user needs.
+# (exception class name, pattern on the message, message template using the match groups)
+_FAIRSEQ_USER_ERRORS = [
+    ("FileNotFoundError", r"Dataset not found: (\S+) \((.*)\)",
+     "no binarized '{0}' split in {1}: binarize it with fairseq-preprocess "
+     "(--trainpref/--validpref/--testpref), or pick an existing split "
+     "(--gen-subset / --valid-subset)"),
+    ("FileNotFoundError", r"No such file or directory: '(.*dict[^']*\.txt)'",
+     "missing dictionary {0}: point the command at a directory written by fairseq-preprocess"),
+    ("FileNotFoundError", r"(.*)",
+     "{0}: check the path (binarized data comes from fairseq-preprocess, checkpoints from "
+     "fairseq-train --save-dir)"),
+    ("ValueError", r"mmap length is greater than file size",
+     "a binarized dataset (.bin) is shorter than its index (.idx): the file was truncated; "
+     "run fairseq-preprocess again"),
+    ("Exception", r"Cannot load model parameters from checkpoint (\S+);",
+     "checkpoint {0} does not fit this model (another architecture or dictionary); "
+     "restore a checkpoint of the same --arch and data, or start from scratch with "
+     "--reset-optimizer and a new --save-dir"),
+    ("RuntimeError", r"size mismatch for (\S+): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+     "the checkpoint does not fit the data: {0} is {1} in the checkpoint but {2} for this "
+     "dictionary; use the dictionary (dict.*.txt) the model was trained with"),
+    ("Exception", r"Size of sample #(\d+) is invalid.*max_positions=(.*), skip this example with --skip-invalid-size-inputs-valid-test",
+     "sentence #{0} is longer than the model accepts (max positions {1}): drop or split "
+     "overlong lines, or pass --skip-invalid-size-inputs-valid-test"),
+    ("CheckpointLoadError", r"(.*)", "{0}"),
+]
+
+
+def user_error_message(exc: BaseException):
+    """The one-line message for a user error, or None for a genuine bug."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc).strip()
+    for cls_name, pattern, template in _FAIRSEQ_USER_ERRORS:
+        if cls_name in names:
+            m = re.search(pattern, text, re.S)
+            if m:
+                return template.format(*m.groups())
+    return None
+
+
+def _excepthook(previous):
+    def hook(exc_type, exc, tb):
+        message = None if os.environ.get("FAIRSEQ_DEFINE_TRACEBACK") else user_error_message(exc)
+        if message is None:
+            return previous(exc_type, exc, tb)
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+        sys.stderr.write(f"{prog}: error: {message}\n")
+        sys.stderr.flush()
+
+    return hook
+
+
+def install_cli_excepthook() -> None:
+    """In fairseq's command-line tools only (``fairseq-*``): print user errors cleanly."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if prog.startswith("fairseq-") and not getattr(sys.excepthook, "_fairseq_define", False):
+        sys.excepthook = _excepthook(sys.excepthook)
+        sys.excepthook._fairseq_define = True

@@ -1,0 +1,78 @@
+"""fairseq-define-average-checkpoints: average the parameters of several checkpoints.
+
+fairseq's ``scripts/average_checkpoints.py`` is not in the pip package and does not load
+checkpoints on torch >= 2.6; this one loads each file with fairseq's safe loader and writes
+the result atomically.
+
+    fairseq-define-average-checkpoints --inputs checkpoints --num-epoch-checkpoints 5 --output avg.pt
+    fairseq-define-average-checkpoints --inputs a.pt b.pt c.pt --output avg.pt
+"""
+
+import argparse
+import collections
+import os
+import re
+import sys
+
+
+def last_checkpoints(directory, n, update_based=False):
+    pattern = re.compile(r"checkpoint_\d+_(\d+)\.pt$" if update_based else r"checkpoint(\d+)\.pt$")
+    found = sorted(
+        ((int(m.group(1)), f) for f in os.listdir(directory) if (m := pattern.fullmatch(f))), reverse=True
+    )
+    if len(found) < n:
+        raise ValueError(f"found {len(found)} matching checkpoints in {directory}, need {n}")
+    return [os.path.join(directory, f) for _, f in found[:n]]
+
+
+def average(paths):
+    from fairseq.checkpoint_utils import safe_torch_load
+
+    total, state = collections.OrderedDict(), None
+    for path in paths:
+        state = safe_torch_load(path, map_location="cpu")
+        params = state["model"]
+        if total and set(params) != set(total):
+            raise ValueError(f"{path} has different parameters than {paths[0]}: average checkpoints of one run")
+        for k, v in params.items():
+            v = v.float() if v.is_floating_point() else v
+            total[k] = total[k] + v if k in total else v.clone()
+    for k, v in total.items():
+        if v.is_floating_point():
+            total[k] = v / len(paths)
+    state["model"] = total
+    return state
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fairseq-define-average-checkpoints", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
+    parser.add_argument("--output", required=True, help="averaged checkpoint to write")
+    parser.add_argument("--num-epoch-checkpoints", type=int, help="with a directory: the last N checkpointN.pt")
+    parser.add_argument("--num-update-checkpoints", type=int, help="with a directory: the last N checkpoint_E_U.pt")
+    args = parser.parse_args(argv)
+    from fairseq.checkpoint_utils import CheckpointLoadError, torch_persistent_save
+
+    try:
+        paths = args.inputs
+        if len(paths) == 1 and os.path.isdir(paths[0]):
+            n = args.num_epoch_checkpoints or args.num_update_checkpoints
+            if not n:
+                raise ValueError("with a directory, give --num-epoch-checkpoints or --num-update-checkpoints")
+            paths = last_checkpoints(paths[0], n, update_based=bool(args.num_update_checkpoints))
+        for p in paths:
+            if not os.path.isfile(p):
+                raise ValueError(f"no such checkpoint: {p}")
+        if os.path.abspath(args.output) in map(os.path.abspath, paths):
+            raise ValueError(f"--output {args.output} is one of the inputs; write to a new file")
+        state = average(paths)
+    except (ValueError, CheckpointLoadError) as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    torch_persistent_save(state, args.output)
+    print(f"averaged {len(paths)} checkpoints into {args.output}: {', '.join(paths)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
