@@ -141,6 +141,10 @@ def safe_torch_load(f, map_location=None):
                 f"fairseq-define-trust-checkpoint {name} NEW.pt"
             ) from None
         error = e
+    except FileNotFoundError:
+        raise CheckpointLoadError(
+            f"no such checkpoint: {name}; check --path / --restore-file and --save-dir"
+        ) from None
     except (RuntimeError, EOFError, ValueError, OSError) as e:
         error = e
     lines = [l.strip() for l in str(error).splitlines() if l.strip()] or [type(error).__name__]
@@ -371,7 +375,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "8b0a0d15d5f155da56c4d8c5257ea2f9035050d3c322f827a202c6676c1d8140",
+        "8ff7761ac8ff0ede88eb0d32d595cf6f389b9f694f6325291ccc93e226a64e81",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -398,8 +402,8 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "7b2e27bb830e9afb271f37a558a448ec47f2a94ff83cfff301dcb5fc1f1ec64d",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
+        "7adc99e0a3b29e88c33c13f39682fe10515df72e4ffcc04de7d8605ca735c7ab",
         "ce11e9f955e337832b62cfba6210a6dd2ee306b9a3ebbcb117ed4ee266122356",
-        "1184c0444d63eef3d18265b63a29eb71ef271c086899456d9e776556da612e2b",
     ),
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
