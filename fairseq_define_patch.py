@@ -103,6 +103,13 @@ def _fairseq_checkpoint_safe_globals():
         omegaconf_nodes.BooleanNode,
         omegaconf_nodes.EnumNode,
         typing.Any,
+        # omegaconf metadata names these types (a config broadcast between ranks)
+        dict,
+        list,
+        int,
+        float,
+        bool,
+        str,
     ]
     return allowed + list(_EXTRA_SAFE_GLOBALS)
 
@@ -121,14 +128,14 @@ class CheckpointLoadError(RuntimeError):
     """A checkpoint that cannot be loaded: unsafe, corrupt or truncated."""
 
 
-def safe_torch_load(f, map_location=None):
+def safe_torch_load(f, map_location=None, extra_globals=()):
     """torch.load with the weights-only unpickler and fairseq's allow-list.
 
     A checkpoint that needs any other class is refused instead of executed; for an old
     checkpoint you trust, see fairseq_define's README ("Loading checkpoints safely")."""
     name = f if isinstance(f, str) else getattr(f, "name", "the checkpoint")
     try:
-        with torch.serialization.safe_globals(_fairseq_checkpoint_safe_globals()):
+        with torch.serialization.safe_globals(_fairseq_checkpoint_safe_globals() + list(extra_globals)):
             return torch.load(f, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         # a class or function outside the allow-list: what a crafted checkpoint needs
@@ -268,7 +275,9 @@ PATCHES: Tuple[FilePatch, ...] = (
             Edit(
                 '        obj = torch.load(buffer, map_location="cpu")\n',
                 "        from fairseq.checkpoint_utils import safe_torch_load\n\n"
-                '        obj = safe_torch_load(buffer, map_location="cpu")\n',
+                "        obj = safe_torch_load(\n"
+                '            buffer, map_location="cpu", extra_globals=[_TensorPlaceholder]\n'
+                "        )\n",
             ),
         ),
     ),
@@ -296,8 +305,8 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "            output_device=args.device_id,\n"
                 "            broadcast_buffers=args.broadcast_buffers,\n"
                 "            bucket_cap_mb=args.bucket_cap_mb,\n",
-                "            device_ids=None if args.cpu else [args.device_id],\n"
-                "            output_device=None if args.cpu else args.device_id,\n"
+                "            device_ids=None if device.type == \"cpu\" else [args.device_id],\n"
+                "            output_device=None if device.type == \"cpu\" else args.device_id,\n"
                 "            broadcast_buffers=args.broadcast_buffers,\n"
                 "            bucket_cap_mb=args.bucket_cap_mb,\n",
             ),
@@ -327,6 +336,34 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "                    np.int64,\n",
             ),
             Edit('            interpolation="lower",\n', '            method="lower",\n'),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/data/indexed_dataset.py",
+        "an empty or truncated dataset file: a clear error, not a second one in __del__",
+        (
+            Edit(
+                "        def __del__(self):\n"
+                "            self._bin_buffer_mmap._mmap.close()\n"
+                "            del self._bin_buffer_mmap\n",
+                "        def __del__(self):\n"
+                "            if hasattr(self, \"_bin_buffer_mmap\"):  # not set if opening failed\n"
+                "                self._bin_buffer_mmap._mmap.close()\n"
+                "                del self._bin_buffer_mmap\n",
+            ),
+            Edit(
+                "    def __del__(self):\n"
+                "        self._bin_buffer_mmap._mmap.close()\n"
+                "        del self._bin_buffer_mmap\n"
+                "        del self._index\n",
+                "    def __del__(self):\n"
+                "        if hasattr(self, \"_bin_buffer_mmap\"):  # not set if opening failed\n"
+                "            self._bin_buffer_mmap._mmap.close()\n"
+                "            del self._bin_buffer_mmap\n"
+                "        if hasattr(self, \"_index\"):\n"
+                "            del self._index\n",
+            ),
         ),
     ),
     FilePatch(
@@ -375,11 +412,11 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "8ff7761ac8ff0ede88eb0d32d595cf6f389b9f694f6325291ccc93e226a64e81",
+        "d17f016528877a0a5e7ccaa343c2b43a258a601edcbe3a0a46c8494f5efd4cf6",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "00bc67b719a867d933f2de28ddb48e5a8df670110c6088c9d2e36ff501874150",
+        "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
@@ -387,7 +424,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
-        "3ce6e17b4d9ffce799065bf909f60944ffc0f071879c12d7797dc198f00b0e99",
+        "e79df53c21490e684524ca9ee2a017224d2370e4b1f1c0f3d97386e310d50b5a",
     ),
     "fairseq/data/token_block_dataset.py": (
         "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
@@ -401,9 +438,13 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
         "7b2e27bb830e9afb271f37a558a448ec47f2a94ff83cfff301dcb5fc1f1ec64d",
     ),
+    "fairseq/data/indexed_dataset.py": (
+        "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
+        "2904a369f8e64bf52145ad5a899ea9408b76cc5b142e2b04f464861c01524ebb",
+    ),
     "fairseq/modules/dynamic_crf_layer.py": (
-        "7adc99e0a3b29e88c33c13f39682fe10515df72e4ffcc04de7d8605ca735c7ab",
-        "ce11e9f955e337832b62cfba6210a6dd2ee306b9a3ebbcb117ed4ee266122356",
+        "b940bd7d18e335193941b3d9334a99cdd6090c03b3555e7347c8d57c0d20ffd8",
+        "a3f7c1f23814bcb66f01cda69f216d8b6a09fdf689622499a007526b81592e96",
     ),
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",

@@ -26,9 +26,17 @@ _FAIRSEQ_USER_ERRORS = [
      "(--gen-subset / --valid-subset)"),
     ("FileNotFoundError", r"No such file or directory: '(.*dict[^']*\.txt)'",
      "missing dictionary {0}: point the command at a directory written by fairseq-preprocess"),
+    ("OSError", r"Model file not found: (.*)",
+     "no such checkpoint: {0}; check --path (checkpoints are in fairseq-train's --save-dir)"),
     ("FileNotFoundError", r"(.*)",
      "{0}: check the path (binarized data comes from fairseq-preprocess, checkpoints from "
      "fairseq-train --save-dir)"),
+    ("ValueError", r"cannot mmap an empty file",
+     "a binarized dataset file is empty (0 sentences): check the text files given to "
+     "fairseq-preprocess and run it again"),
+    ("ValueError", r"offset must be non-negative and no greater than buffer length",
+     "a binarized dataset (.bin) is shorter than its index (.idx): the file was truncated; "
+     "run fairseq-preprocess again"),
     ("ValueError", r"mmap length is greater than file size",
      "a binarized dataset (.bin) is shorter than its index (.idx): the file was truncated; "
      "run fairseq-preprocess again"),

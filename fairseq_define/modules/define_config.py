@@ -242,6 +242,13 @@ def build_schedule(
                 f"{' or '.join(map(str, ok))}) or lower --define-max-groups / --define-groups"
             )
 
+    if reduce and m % reduce_groups:
+        raise DefineConfigError(
+            f"define_out_dim (m)={m} is not divisible by the {reduce_groups} groups of Reduce "
+            f"(transform {transform} groups Reduce too); use a multiple of {reduce_groups} for m "
+            f"or lower --define-max-groups"
+        )
+
     if skip == "residual":
         q = math.lcm(*layer_groups, reduce_groups)
         widths = [_round_to(k / 2, q)] * N
