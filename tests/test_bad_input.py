@@ -49,8 +49,7 @@ DEFINE_SETTINGS = [
     (["--define-transform", "projective", "--define-no-reduce"], ["cannot be used with --define-no-reduce", "drop that flag"]),
     (["--define-out-dim", "48"], ["outputs 48 dims but the Transformer's embedding dim is 64", "--define-out-dim to 64"]),
     (["--define-no-reduce"], ["outputs 128 dims but the Transformer's embedding dim is 64", "drop --define-no-reduce"]),
-    (["--define-map", "adaptive"], ["needs --define-adaptive-cutoff"]),
-    (["--define-map", "adaptive", "--define-adaptive-cutoff", "100000"], ["exceeds the vocabulary size", "use cutoffs below"]),
+    (["--define-map", "adaptive", "--define-adaptive-cutoff", "100"], ["--define-map adaptive is for the language models", "drop --define-map adaptive"]),
     (["--encoder-embed-path", "/nonexistent/emb.txt"], ["cannot use", "drop them or use --arch transformer"]),
 ]
 

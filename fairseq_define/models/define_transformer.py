@@ -36,6 +36,12 @@ class DefineTransformerModel(TransformerModel):
                 "--encoder-embed-path/--decoder-embed-path load m-dim pretrained embeddings, "
                 "which a DeFINE map (n-dim) cannot use; drop them or use --arch transformer"
             )
+        if str(args.define_map) != "standard":
+            raise DefineConfigError(
+                "--define-map adaptive is for the language models (tied to an adaptive "
+                "softmax); define_transformer ties its output to a standard n-dim table: "
+                "drop --define-map adaptive"
+            )
         # The map scales its n-dim table by sqrt(n); the unit's output enters unscaled.
         args.no_scale_embedding = True
         # Output layer tied at n: d_model -> n projection, logits against the map table.
