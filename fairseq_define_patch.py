@@ -48,6 +48,10 @@ class Edit:
     old: str
     new: str
 
+    def __post_init__(self):
+        if self.old in self.new or self.new in self.old:
+            raise ValueError(f"ambiguous edit: one side contains the other: {self.old[:60]!r}")
+
 
 @dataclass(frozen=True)
 class FilePatch:
@@ -237,12 +241,13 @@ PATCHES: Tuple[FilePatch, ...] = (
         "torch >= 2.6: weights-only loading with an allow-list; clear load errors; atomic copies",
         (
             Edit(
-                "from typing import Any, Dict, Optional, Union\n",
-                "import pickle\nimport typing\nfrom typing import Any, Dict, Optional, Union\n",
+                "import re\nimport time\nimport traceback\nfrom collections import OrderedDict\n",
+                "import pickle\nimport re\nimport time\nimport traceback\nimport typing\n"
+                "from collections import OrderedDict\n",
             ),
             Edit(
-                "logger = logging.getLogger(__name__)\n",
-                "logger = logging.getLogger(__name__)\n" + _SAFE_LOAD_HELPER,
+                "logger = logging.getLogger(__name__)\n\n\ndef save_checkpoint(",
+                "logger = logging.getLogger(__name__)\n" + _SAFE_LOAD_HELPER + "\ndef save_checkpoint(",
             ),
             Edit(
                 '        state = torch.load(f, map_location=torch.device("cpu"))\n',
@@ -370,7 +375,12 @@ PATCHES: Tuple[FilePatch, ...] = (
         "fairseq",
         "fairseq/modules/dynamic_crf_layer.py",
         "numpy 2: np.float was removed",
-        (Edit('np.float("inf")', 'float("inf")'),),
+        (
+            Edit(
+                'emissions.scatter(2, targets[:, :, None], np.float("inf"))',
+                'emissions.scatter(2, targets[:, :, None], float("inf"))',
+            ),
+        ),
     ),
     FilePatch(
         "fairseq",
@@ -412,7 +422,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "d17f016528877a0a5e7ccaa343c2b43a258a601edcbe3a0a46c8494f5efd4cf6",
+        "492f5cc59ad67815cb5616681f505fae69958227c9e76a4dc5ceaf2cba326aab",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -443,8 +453,8 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "2904a369f8e64bf52145ad5a899ea9408b76cc5b142e2b04f464861c01524ebb",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
-        "b940bd7d18e335193941b3d9334a99cdd6090c03b3555e7347c8d57c0d20ffd8",
-        "a3f7c1f23814bcb66f01cda69f216d8b6a09fdf689622499a007526b81592e96",
+        "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
+        "683aecffafc4d6ba11242819be34cbd234e2ef25459c86b8f89fbf9a99bd1c18",
     ),
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
@@ -458,6 +468,9 @@ def _sha256(text: str) -> str:
 
 
 def apply_edits(text: str, edits: Sequence[Edit], reverse: bool = False) -> str:
+    """Replace each edit's old text by its new text (or back, with ``reverse``). Each side
+    must occur exactly once, and never inside the other side, so that applying or reverting
+    can only succeed on the text it was written for."""
     for edit in edits:
         old, new = (edit.new, edit.old) if reverse else (edit.old, edit.new)
         if text.count(old) != 1:
@@ -593,10 +606,16 @@ def _print_hashes() -> None:
     files or from files patched with the same edit table."""
     for p in PATCHES:
         text = (site_root(p.distribution) / p.path).read_text(encoding="utf-8")
-        try:
-            text = apply_edits(text, p.edits, reverse=True)
-        except FairseqPatchError:
-            pass  # not patched: already the shipped text
+        results = []
+        for reverse in (False, True):
+            try:
+                results.append((reverse, apply_edits(text, p.edits, reverse=reverse)))
+            except FairseqPatchError:
+                pass
+        if len(results) != 1:
+            raise FairseqPatchError(f"{p.path}: cannot tell shipped from patched text; fix the edits")
+        if results[0][0]:
+            text = results[0][1]  # the file was patched: the shipped text is the reverted one
         sys.stdout.write(
             f'    "{p.path}": (\n        "{_sha256(text)}",\n'
             f'        "{_sha256(apply_edits(text, p.edits))}",\n    ),\n'

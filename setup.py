@@ -30,6 +30,7 @@ setup(
             "fairseq-define-params = fairseq_define.tools.params:cli_main",
             "fairseq-define-trust-checkpoint = fairseq_define.tools.trust_checkpoint:main",
             "fairseq-define-average-checkpoints = fairseq_define.tools.average_checkpoints:main",
+            "fairseq-define-cache-tables = fairseq_define.tools.cache_tables:main",
         ]
     },
 )

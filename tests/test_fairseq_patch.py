@@ -85,3 +85,19 @@ def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: fairseq_define:") and fp.APPLY_COMMAND in last
+
+
+def test_an_edit_whose_sides_overlap_is_rejected():
+    """Otherwise reverting the shipped text would "succeed" and drift (np.float -> np.np.float)."""
+    with pytest.raises(ValueError, match="ambiguous edit"):
+        fp.Edit('np.float("inf")', 'float("inf")')
+
+
+def test_shipped_and_patched_texts_are_told_apart(pristine_copy):
+    for st in fp.statuses(pristine_copy):
+        text = st.path.read_text()
+        with pytest.raises(fp.FairseqPatchError):
+            fp.apply_edits(text, st.patch.edits, reverse=True)  # nothing to revert in shipped text
+        patched = fp.apply_edits(text, st.patch.edits)
+        with pytest.raises(fp.FairseqPatchError):
+            fp.apply_edits(patched, st.patch.edits)  # nothing left to patch

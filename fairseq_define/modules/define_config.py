@@ -38,6 +38,7 @@ DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
 DEFINE_MAP_CHOICES = ChoiceEnum(["standard", "adaptive"])
 DEFINE_ACTIVATION_CHOICES = ChoiceEnum(["swish", "gelu", "relu", "tanh", "linear"])
 DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "none"])
+DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
 
 # transform -> (group schedule, skip connection to the input, feature shuffle)
 _TRANSFORMS = {
@@ -121,6 +122,24 @@ class DefineConfig(FairseqDataclass):
     )
     define_adaptive_factor: float = field(
         default=4.0, metadata={"help": "adaptive map: width divisor between bands"}
+    )
+    define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(
+        default="unique",
+        metadata={
+            "help": "unique: run the unit once per distinct token of the batch and gather the "
+            "rows (same outputs and gradients, less work; used when the embedding has no "
+            "active dropout); plain: once per position"
+        },
+    )
+    define_cache_on_load: bool = field(
+        default=False,
+        metadata={"help": "inference: after loading a checkpoint, replace each DeFINE unit by "
+                  "a table of its outputs for the whole vocabulary (section 3.4)"},
+    )
+    define_cached_table: bool = field(
+        default=False,
+        metadata={"help": "the checkpoint holds cached DeFINE tables instead of the units "
+                  "(set by fairseq-define-cache-tables; not for training)"},
     )
 
 

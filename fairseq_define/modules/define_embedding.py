@@ -3,6 +3,7 @@
 
 import math
 
+import torch
 import torch.nn as nn
 from fairseq.modules import AdaptiveInput, FairseqDropout
 
@@ -52,14 +53,22 @@ class DefineEmbedding(nn.Module):
             self.map = map_embedding(num_embeddings, n, padding_idx)
             self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
         self.map_dropout = FairseqDropout(cfg.define_map_dropout, module_name="DefineMapDropout")
-        self.unit = DefineUnit(
-            self.schedule,
-            activation=cfg.define_activation,
-            norm=cfg.define_norm,
-            bias=not cfg.define_no_bias,
-            dropout=cfg.define_dropout,
-        )
-        self.embedding_dim = self.unit.output_dim
+        self.embedding_dim = self.schedule.out_dim
+        # the unique-token path changes nothing only if no dropout acts inside the embedding
+        self.unique_tokens = str(getattr(cfg, "define_token_path", "unique")) == "unique"
+        self.has_dropout = cfg.define_map_dropout > 0 or cfg.define_dropout > 0
+        if getattr(cfg, "define_cached_table", False):
+            self.unit = None
+            self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
+        else:
+            self.unit = DefineUnit(
+                self.schedule,
+                activation=cfg.define_activation,
+                norm=cfg.define_norm,
+                bias=not cfg.define_no_bias,
+                dropout=cfg.define_dropout,
+            )
+            self.cached_table = None
 
     @property
     def weight(self):
@@ -72,4 +81,40 @@ class DefineEmbedding(nn.Module):
         return self.map_dropout(self.map(tokens) * self.map_scale)  # [B, T, n]
 
     def forward(self, tokens):
+        if self.cached_table is not None:
+            return self.cached_table(tokens)  # [B, T, m]: a plain lookup (section 3.4)
+        if self.unique_tokens and not (self.training and self.has_dropout):
+            # a token's embedding does not depend on its position: compute each distinct
+            # token once and gather (gradients accumulate through the gather)
+            unique, inverse = torch.unique(tokens, return_inverse=True)  # [U], [B, T]
+            return self.unit(self.map_tokens(unique))[inverse]  # [B, T, m]
         return self.unit(self.map_tokens(tokens))  # [B, T, m]
+
+    @torch.no_grad()
+    def cache_table(self, chunk: int = 8192):
+        """Replace the unit by a table of its outputs for every vocabulary entry."""
+        if self.cached_table is not None:
+            return
+        was_training = self.training
+        self.eval()
+        ids = torch.arange(self.num_embeddings, device=self.map_device())
+        rows = [self.unit(self.map_tokens(part)) for part in ids.split(chunk)]  # [V, m]
+        table = nn.Embedding(self.num_embeddings, self.embedding_dim, self.padding_idx)
+        table.weight.data.copy_(torch.cat(rows))
+        self.cached_table = table.to(rows[0].device, rows[0].dtype)
+        self.unit = None
+        self.train(was_training)
+
+    def map_device(self):
+        return next(self.map.parameters()).device
+
+
+def cache_define_tables(model: nn.Module) -> int:
+    """Cache every DeFINE embedding of ``model``; returns the bytes of the cached tables."""
+    size = 0
+    for module in model.modules():
+        if isinstance(module, DefineEmbedding):
+            module.cache_table()
+            w = module.cached_table.weight
+            size += w.numel() * w.element_size()
+    return size
