@@ -5,6 +5,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput, FairseqDropout
 
 from .define_config import DefineConfigError, parse_int_list, schedule_from_config
@@ -87,7 +88,10 @@ class DefineEmbedding(nn.Module):
             # a token's embedding does not depend on its position: compute each distinct
             # token once and gather (gradients accumulate through the gather)
             unique, inverse = torch.unique(tokens, return_inverse=True)  # [U], [B, T]
-            return self.unit(self.map_tokens(unique))[inverse]  # [B, T, m]
+            rows = self.unit(self.map_tokens(unique))  # [U, m]
+            # a lookup, not rows[inverse]: embedding's backward sums deterministically on
+            # CPU (index_put's accumulation order varies between runs)
+            return F.embedding(inverse, rows)  # [B, T, m]
         return self.unit(self.map_tokens(tokens))  # [B, T, m]
 
     @torch.no_grad()

@@ -1,0 +1,154 @@
+"""DeFINE performance, measured side by side in one process (issue 6 benchmarks 1-4).
+
+    .venv/bin/python benchmarks/bench_define.py            # all four, CPU float32
+    .venv/bin/python benchmarks/bench_define.py --only 1 --device cuda --dtype bfloat16
+
+1. unit: DeFINE unit forward+backward at the paper's shapes, as a fraction of the FLOP rate
+   of torch.matmul forward+backward of comparable size on the same device (target >= 0.85).
+2. train: define_transformer training step (forward+backward) against the same model with a
+   projective map at equal n (target overhead <= 3%), and the unique-token path's gain.
+3. inference: an embedding lookup through cached DeFINE tables against a plain embedding
+   table of the same size (target overhead <= 1%).
+4. params: define_transformer_wmt_en_de / transformer_wmt_en_de at a 32K vocabulary
+   (target <= 0.74).
+Every ratio is printed with the machine it ran on.
+"""
+
+import argparse
+import platform
+from argparse import Namespace
+from dataclasses import fields
+
+import torch
+from torch.utils import benchmark
+
+import fairseq_define  # noqa: F401
+from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineUnit, build_schedule
+
+
+def timed(fn, min_run_time):
+    return benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+
+
+def unit_flops(unit, tokens):
+    """Multiply-adds of the unit's linear maps x 2 (forward) x 3 (forward + backward)."""
+    weights = sum(p.numel() for n, p in unit.named_parameters() if n.endswith("weight") and p.dim() == 3)
+    return 2 * 3 * tokens * weights
+
+
+def bench_unit(device, dtype, min_run_time):
+    print("\n1. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size")
+    shapes = [  # (label, n, k, m, N)
+        ("NMT n=128 k=1024 m=512 N=3", 128, 1024, 512, 3),
+        ("LSTM n=384 k=1024 m=384 N=7", 384, 1024, 384, 7),
+        ("TXL 384(from n=128) k=4096 m=384 N=3", 384, 4096, 384, 3),
+    ]
+    tokens = 8192
+    print(f"{'shape':<38} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} {'fraction':>9}")
+    for label, n, k, m, depth in shapes:
+        unit = DefineUnit(build_schedule(n, k, depth, m, "define")).to(device, dtype)
+        x = torch.randn(tokens, n, device=device, dtype=dtype, requires_grad=True)
+
+        def step_unit():
+            unit(x).sum().backward()
+
+        t_unit = timed(step_unit, min_run_time)
+        rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
+        # the matmul reference: [T, k/2] x [k/2, k/2] (a square layer of the unit's mean width)
+        w = k // 2
+        a = torch.randn(tokens, w, device=device, dtype=dtype, requires_grad=True)
+        b = torch.randn(w, w, device=device, dtype=dtype, requires_grad=True)
+
+        def step_mm():
+            torch.matmul(a, b).sum().backward()
+
+        t_mm = timed(step_mm, min_run_time)
+        rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
+        print(f"{label:<38} {rate_unit:>13.1f} {rate_mm:>15.1f} {rate_unit / rate_mm:>9.2f}")
+
+
+def build_model_variants():
+    from fairseq import options
+    from fairseq.models import build_model
+
+    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+
+    models = {}
+    for name, extra in (("projective", ["--define-transform", "projective"]), ("define", []), ("define-plain", ["--define-token-path", "plain"])):
+        parser = options.get_training_parser(default_task="translation")
+        args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_wmt_en_de",
+                                                     "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0",
+                                                     "--share-all-embeddings", *extra])
+        d = dictionary_of_size(32000)
+        torch.manual_seed(0)
+        models[name] = build_model(args, VocabularyOnlyTask(d, d))
+    return models
+
+
+def bench_train(min_run_time):
+    print("\n2. training step (forward+backward), define_transformer_wmt_en_de sizes with 2+2 layers, 32K vocabulary, 30x64 tokens")
+    models = build_model_variants()
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 32000, (30, 64), generator=g)
+    prev = torch.randint(4, 32000, (30, 64), generator=g)
+    lengths = torch.full((30,), 64)
+    times = {}
+    for name, model in models.items():
+        model.train()
+
+        def step():
+            out, _ = model(src, lengths, prev)
+            out.float().logsumexp(-1).sum().backward()
+
+        times[name] = timed(step, min_run_time)
+    base = times["projective"]
+    for name, t in times.items():
+        print(f"  {name:<14} {t * 1e3:8.1f} ms/step   ratio to projective {t / base:.3f}")
+    print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+
+
+def bench_inference(min_run_time):
+    print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512)")
+    cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
+    emb = DefineEmbedding(cfg, 32000, 1, 512).eval()
+    emb.cache_table()
+    plain = torch.nn.Embedding(32000, 512, padding_idx=1).eval()
+    tokens = torch.randint(4, 32000, (64, 128))
+    with torch.no_grad():
+        t_cached = timed(lambda: emb(tokens), min_run_time)
+        t_plain = timed(lambda: plain(tokens), min_run_time)
+    print(f"  cached {t_cached * 1e6:.1f} us, plain {t_plain * 1e6:.1f} us, ratio {t_cached / t_plain:.3f}")
+
+
+def bench_params():
+    from fairseq_define.param_report import parameter_distribution
+    from fairseq_define.tools.params import build_arch
+
+    print("\n4. parameters at a 32,000-token vocabulary")
+    ours = parameter_distribution(build_arch("define_transformer_wmt_en_de", 32000)[0])["total"]
+    base = parameter_distribution(build_arch("transformer_wmt_en_de", 32000)[0])["total"]
+    print(f"  define_transformer_wmt_en_de {ours / 1e6:.2f}M / transformer_wmt_en_de {base / 1e6:.2f}M = {ours / base:.3f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", type=int, choices=[1, 2, 3, 4], help="run one benchmark")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")
+    if args.only in (None, 1):
+        bench_unit(args.device, dtype, args.min_run_time)
+    if args.only in (None, 2):
+        bench_train(args.min_run_time)
+    if args.only in (None, 3):
+        bench_inference(args.min_run_time)
+    if args.only in (None, 4):
+        bench_params()
+
+
+if __name__ == "__main__":
+    main()
