@@ -25,6 +25,20 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def define_cfg(**overrides):
+    """DeFINE settings at tiny sizes (n=16, k=64, N=3, g_max=4), as a model's args."""
+    from argparse import Namespace
+    from dataclasses import fields
+
+    from fairseq_define.modules import DefineConfig
+
+    cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
+    cfg.define_map_dim, cfg.define_expand_dim, cfg.define_depth, cfg.define_max_groups = 16, 64, 3, 4
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
 def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     """Run one of the environment's console scripts; return the CompletedProcess, with
     stderr merged into stdout (fairseq logs to stdout, warnings go to stderr)."""

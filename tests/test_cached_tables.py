@@ -2,24 +2,13 @@
 the live unit."""
 
 import re
-from argparse import Namespace
-from dataclasses import fields
-
 import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from fairseq_define.modules import DefineConfig, DefineEmbedding, cache_define_tables
+from fairseq_define.modules import DefineEmbedding, cache_define_tables
 
-from .conftest import USER_DIR, run_cli
-
-
-def cfg(**overrides):
-    c = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
-    c.define_map_dim, c.define_expand_dim, c.define_depth, c.define_max_groups = 16, 64, 3, 4
-    for k, v in overrides.items():
-        setattr(c, k, v)
-    return c
+from .conftest import USER_DIR, define_cfg, run_cli
 
 
 TOKENS = torch.tensor([[5, 9, 5, 1], [9, 9, 30, 5]])
@@ -32,8 +21,8 @@ GRAD_TOKENS = torch.tensor([[5, 9, 5, 7], [9, 9, 30, 5]])
 def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, map_kind):
     torch.manual_seed(0)
     kw = dict(define_transform=transform, define_map=map_kind, define_adaptive_cutoff="20")
-    plain = DefineEmbedding(cfg(define_token_path="plain", **kw), 40, 1, 24)
-    unique = DefineEmbedding(cfg(define_token_path="unique", **kw), 40, 1, 24)
+    plain = DefineEmbedding(define_cfg(define_token_path="plain", **kw), 40, 1, 24)
+    unique = DefineEmbedding(define_cfg(define_token_path="unique", **kw), 40, 1, 24)
     unique.load_state_dict(plain.state_dict())
     torch.testing.assert_close(unique(TOKENS), plain(TOKENS), atol=1e-6, rtol=1e-5)
     out_p, out_u = plain(GRAD_TOKENS), unique(GRAD_TOKENS)
@@ -45,7 +34,7 @@ def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, ma
 
 
 def test_unique_path_is_skipped_when_dropout_is_active():
-    emb = DefineEmbedding(cfg(define_dropout=0.5), 40, 1, 24).train()
+    emb = DefineEmbedding(define_cfg(define_dropout=0.5), 40, 1, 24).train()
     torch.manual_seed(0)
     a = emb(TOKENS)
     assert not torch.equal(a[0, 0], a[0, 2])  # same token, independent dropout per position
@@ -57,7 +46,7 @@ def test_unique_path_is_skipped_when_dropout_is_active():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(cfg(define_map=map_kind, define_adaptive_cutoff="20"), 40, 1, 24).eval()
+    emb = DefineEmbedding(define_cfg(define_map=map_kind, define_adaptive_cutoff="20"), 40, 1, 24).eval()
     live = emb(TOKENS)
     size = cache_define_tables(emb)
     assert emb.unit is None and size == 40 * 24 * 4

@@ -1,22 +1,13 @@
 """The DeFINE unit and embedding, for every transform of the paper (tiny sizes)."""
 
-from argparse import Namespace
-from dataclasses import fields
-
 import pytest
 import torch
 
-from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineUnit, GroupLinear, build_schedule, split_and_mix
+from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, split_and_mix
+
+from .conftest import define_cfg
 
 TRANSFORMS = ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
-
-
-def tiny_cfg(**overrides):
-    cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
-    cfg.define_map_dim, cfg.define_expand_dim, cfg.define_depth, cfg.define_max_groups = 16, 64, 3, 4
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    return cfg
 
 
 def expected_parameters(s, bias=True, norm=True):
@@ -112,7 +103,7 @@ def test_residual_variant_adds_the_previous_output():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_embedding_gradients_reach_the_map_table(transform, map_kind):
     torch.manual_seed(0)
-    cfg = tiny_cfg(define_transform=transform, define_map=map_kind, define_adaptive_cutoff="20,40")
+    cfg = define_cfg(define_transform=transform, define_map=map_kind, define_adaptive_cutoff="20,40")
     emb = DefineEmbedding(cfg, num_embeddings=60, padding_idx=1, out_dim=24)
     tokens = torch.tensor([[5, 25, 45, 1]])
     out = emb(tokens)
@@ -129,7 +120,7 @@ def test_embedding_gradients_reach_the_map_table(transform, map_kind):
 
 
 def test_standard_map_is_scaled_by_sqrt_n_and_exposes_its_table():
-    cfg = tiny_cfg()
+    cfg = define_cfg()
     emb = DefineEmbedding(cfg, 30, 1, 24)
     assert emb.weight is emb.map.weight and emb.weight.shape == (30, 16)
     tokens = torch.tensor([[3, 4]])
@@ -140,6 +131,6 @@ def test_adaptive_map_needs_cutoffs():
     from fairseq_define.modules import DefineConfigError
 
     with pytest.raises(DefineConfigError, match="needs --define-adaptive-cutoff"):
-        DefineEmbedding(tiny_cfg(define_map="adaptive"), 60, 1, 24)
+        DefineEmbedding(define_cfg(define_map="adaptive"), 60, 1, 24)
     with pytest.raises(DefineConfigError, match="exceeds the vocabulary size 60"):
-        DefineEmbedding(tiny_cfg(define_map="adaptive", define_adaptive_cutoff="20,80"), 60, 1, 24)
+        DefineEmbedding(define_cfg(define_map="adaptive", define_adaptive_cutoff="20,80"), 60, 1, 24)

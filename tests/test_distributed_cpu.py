@@ -2,13 +2,12 @@
 parameters as one process with --update-freq 2, and resume."""
 
 import re
-import shutil
 import socket
 
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import TINY, USER_DIR, run_cli
+from .conftest import BIN, TINY, USER_DIR, run_cli
 
 
 def free_port():
@@ -29,11 +28,8 @@ def common(wmt_bin, save_dir, updates):
 
 
 def two_processes(wmt_bin, save_dir, updates):
-    import shutil as sh
-    from .conftest import BIN
-
     return run_cli("torchrun", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-                   sh.which("fairseq-train", path=str(BIN)), *common(wmt_bin, save_dir, updates),
+                   BIN / "fairseq-train", *common(wmt_bin, save_dir, updates),
                    "--distributed-backend", "gloo", "--find-unused-parameters", timeout=900)
 
 

@@ -26,7 +26,6 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog
 
-    import torch
     from fairseq import checkpoint_utils
 
     import fairseq_define  # noqa: F401

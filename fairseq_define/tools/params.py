@@ -14,7 +14,6 @@ overrides such as ``--define-map-dim 64``).
 import argparse
 import logging
 import sys
-from types import SimpleNamespace
 from typing import List, Optional, Sequence
 
 import torch
