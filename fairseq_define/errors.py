@@ -44,6 +44,10 @@ _FAIRSEQ_USER_ERRORS = [
      "checkpoint {0} does not fit this model (another architecture or dictionary); "
      "restore a checkpoint of the same --arch and data, or start from scratch with "
      "--reset-optimizer and a new --save-dir"),
+    ("RuntimeError", r"size mismatch for (\S+cached_table\.weight): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+     "the cached DeFINE table {0} is {1} but this dictionary needs {2}; use the dictionary "
+     "(dict.*.txt) the model was trained with, or cache the tables again with "
+     "fairseq-define-cache-tables from the trained checkpoint"),
     ("RuntimeError", r"size mismatch for (\S+): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
      "the checkpoint does not fit the data: {0} is {1} in the checkpoint but {2} for this "
      "dictionary; use the dictionary (dict.*.txt) the model was trained with"),

@@ -220,3 +220,21 @@ def test_average_tool_errors(trained, tmp_path):
     proc = run_tool("fairseq-define-average-checkpoints", "--inputs", same, "--output", same)
     assert proc.returncode == 2 and "is one of the inputs" in proc.stdout
     assert snapshot(trained) == before
+
+
+def test_cached_table_that_does_not_fit_the_dictionary(wmt_bin, trained, tmp_path):
+    """A cached checkpoint whose tables have fewer rows than the dictionary (e.g. tables
+    cached from another model)."""
+    import torch
+    from fairseq.checkpoint_utils import safe_torch_load
+
+    cached = tmp_path / "cached.pt"
+    run_cli("fairseq-define-cache-tables", "--path", trained / "checkpoint_last.pt", "--output", cached, "--data", wmt_bin / "bin")
+    state = safe_torch_load(str(cached))
+    for k in [k for k in state["model"] if k.endswith("cached_table.weight")]:
+        state["model"][k] = state["model"][k][:-8].clone()
+    torch.save(state, cached)
+    before = snapshot(tmp_path, wmt_bin / "bin")
+    proc = generate(wmt_bin / "bin", cached)
+    assert_user_error(proc, "fairseq-generate", "the cached DeFINE table", "cached_table.weight", "fairseq-define-cache-tables")
+    assert snapshot(tmp_path, wmt_bin / "bin") == before
