@@ -92,3 +92,11 @@ def test_hub_interface_translates(wmt_bin, trained):
     out = hub.translate("the European Parliament", beam=2, max_len_b=10)
     assert isinstance(out, str) and "@@" not in out
     assert isinstance(hub.models[0], DefineTransformerModel)
+    import torch
+
+    torch.manual_seed(0)
+    samples = hub.sample(["the European Parliament"] * 2, sampling=True, sampling_topk=5, max_len_b=10)
+    assert len(samples) == 2 and all(isinstance(x, str) for x in samples)
+    # score: the hypothesis' log-probability, as generate reports it
+    hyp = hub.generate(hub.encode("the European Parliament"), beam=2, max_len_b=10)[0]
+    assert hyp["score"].item() < 0 and len(hyp["positional_scores"]) == len(hyp["tokens"])
