@@ -54,6 +54,12 @@ _FAIRSEQ_USER_ERRORS = [
     ("Exception", r"Size of sample #(\d+) is invalid.*max_positions=(.*), skip this example with --skip-invalid-size-inputs-valid-test",
      "sentence #{0} is longer than the model accepts (max positions {1}): drop or split "
      "overlong lines, or pass --skip-invalid-size-inputs-valid-test"),
+    ("ValueError", r"--share-all-embeddings requires a joined dictionary",
+     "--share-all-embeddings needs one dictionary for source and target: binarize with "
+     "fairseq-preprocess --joined-dictionary, or drop --share-all-embeddings"),
+    ("ValueError", r"--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim",
+     "--share-all-embeddings needs --encoder-embed-dim equal to --decoder-embed-dim: set "
+     "both to the same value, or drop --share-all-embeddings"),
     ("CheckpointLoadError", r"(.*)", "{0}"),
 ]
 

@@ -238,3 +238,19 @@ def test_cached_table_that_does_not_fit_the_dictionary(wmt_bin, trained, tmp_pat
     proc = generate(wmt_bin / "bin", cached)
     assert_user_error(proc, "fairseq-generate", "the cached DeFINE table", "cached_table.weight", "fairseq-define-cache-tables")
     assert snapshot(tmp_path, wmt_bin / "bin") == before
+
+
+def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):
+    from .conftest import head
+
+    toy = shared_data / "toy_ende_10k"
+    head(toy / "src-train.txt", tmp_path / "train.en", 0, 200)
+    head(toy / "tgt-train.txt", tmp_path / "train.de", 0, 200)
+    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", tmp_path / "train", "--validpref",
+            tmp_path / "train", "--destdir", tmp_path / "bin", "--workers", "1")
+    before = snapshot(tmp_path / "bin")
+    proc = run_cli("fairseq-train", tmp_path / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+                   "--max-update", "1", "--save-dir", tmp_path / "ck", "--cpu", check=False)
+    assert_user_error(proc, "fairseq-train", "needs one dictionary for source and target", "--joined-dictionary")
+    assert snapshot(tmp_path / "bin") == before
