@@ -78,14 +78,19 @@ def user_error_message(exc: BaseException):
     return None
 
 
+def cli_error(prog: str, message) -> int:
+    """Print ``PROG: error: MESSAGE`` to stderr, as argparse does; return the exit status 2."""
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    sys.stderr.flush()
+    return 2
+
+
 def _excepthook(previous):
     def hook(exc_type, exc, tb):
         message = None if os.environ.get("FAIRSEQ_DEFINE_TRACEBACK") else user_error_message(exc)
         if message is None:
             return previous(exc_type, exc, tb)
-        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
-        sys.stderr.write(f"{prog}: error: {message}\n")
-        sys.stderr.flush()
+        cli_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq", message)
 
     return hook
 

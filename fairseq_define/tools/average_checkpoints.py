@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from ..errors import cli_error
+
 
 def last_checkpoints(directory, n, update_based=False):
     pattern = re.compile(r"checkpoint_\d+_(\d+)\.pt$" if update_based else r"checkpoint(\d+)\.pt$")
@@ -67,8 +69,7 @@ def main(argv=None) -> int:
             raise ValueError(f"--output {args.output} is one of the inputs; write to a new file")
         state = average(paths)
     except (ValueError, CheckpointLoadError) as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 2
+        return cli_error(parser.prog, e)
     torch_persistent_save(state, args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}: {', '.join(paths)}")
     return 0

@@ -29,11 +29,11 @@ def main(argv=None) -> int:
     from fairseq import checkpoint_utils
 
     import fairseq_define  # noqa: F401
+    from fairseq_define.errors import cli_error
     from fairseq_define.modules import DefineEmbedding, cache_define_tables
 
     def fail(message):
-        print(f"{prog}: error: {message}", file=sys.stderr)
-        return 2
+        return cli_error(prog, message)
 
     if os.path.exists(args.output):
         return fail(f"{args.output} exists; choose a new file name (nothing is overwritten)")

@@ -23,6 +23,7 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, build_model
 
+from ..errors import cli_error
 from ..modules.define_config import DefineConfigError, build_schedule
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
@@ -89,12 +90,7 @@ def same_size_flags(args) -> List[str]:
 
 
 def define_units(model) -> List[DefineUnit]:
-    units, seen = [], set()
-    for module in model.modules():
-        if isinstance(module, DefineUnit) and id(module) not in seen:
-            seen.add(id(module))
-            units.append(module)
-    return units
+    return [m for m in model.modules() if isinstance(m, DefineUnit)]  # modules() yields each once
 
 
 def report_arch(arch, src_vocab, tgt_vocab=None, extra=(), baseline=None) -> dict:
@@ -191,8 +187,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         if args.arch:
             report_arch(args.arch, args.vocab_size, args.tgt_vocab_size, extra, args.baseline)
     except DefineConfigError as e:
-        print(f"fairseq-define-params: error: {e}", file=sys.stderr)
-        return 2
+        return cli_error(parser.prog, e)
     return 0
 
 

@@ -22,6 +22,8 @@ from argparse import Namespace
 import numpy as np
 import torch
 
+from ..errors import cli_error
+
 logger = logging.getLogger("fairseq_define.trust_checkpoint")
 
 
@@ -58,11 +60,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog
     if not os.path.isfile(args.source):
-        print(f"{prog}: error: no such checkpoint: {args.source}", file=sys.stderr)
-        return 2
+        return cli_error(prog, f"no such checkpoint: {args.source}")
     if os.path.exists(args.dest):
-        print(f"{prog}: error: {args.dest} exists; choose a new file name (nothing is overwritten)", file=sys.stderr)
-        return 2
+        return cli_error(prog, f"{args.dest} exists; choose a new file name (nothing is overwritten)")
     from fairseq.checkpoint_utils import CheckpointLoadError, safe_torch_load, torch_persistent_save
 
     unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(args.source)
@@ -71,16 +71,14 @@ def main(argv=None) -> int:
         state = torch.load(args.source, map_location="cpu", weights_only=False)  # trusted by the user
         plain = to_plain(state)
     except (TypeError, RuntimeError, EOFError) as e:
-        print(f"{prog}: error: cannot convert {args.source}: {e}", file=sys.stderr)
-        return 2
+        return cli_error(prog, f"cannot convert {args.source}: {e}")
     os.makedirs(os.path.dirname(os.path.abspath(args.dest)), exist_ok=True)
     torch_persistent_save(plain, args.dest)
     try:
         safe_torch_load(args.dest, map_location="cpu")
     except CheckpointLoadError as e:
         os.unlink(args.dest)
-        print(f"{prog}: error: the converted file still does not load safely: {e}", file=sys.stderr)
-        return 2
+        return cli_error(prog, f"the converted file still does not load safely: {e}")
     logger.info("wrote %s (loads with the safe loader)", args.dest)
     return 0
 
