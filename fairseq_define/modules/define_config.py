@@ -6,6 +6,7 @@ Every variant of the paper is a value of ``define_transform``:
 ============== ===================================== ==============================
 transform      layers (Expand)                        paper
 ============== ===================================== ==============================
+none           no unit (language models only)        the map alone, Table 2 rows
 projective     none: one Linear n -> m               projective baseline, Table 2
 linear         N linear layers, widths n -> k        Table 6a "Linear"
 glt            N group linear layers, g fixed        Table 6a "GLT"
@@ -33,7 +34,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from ..errors import UserError
 
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
-    ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
+    ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 )
 DEFINE_MAP_CHOICES = ChoiceEnum(["standard", "adaptive"])
 DEFINE_ACTIVATION_CHOICES = ChoiceEnum(["swish", "gelu", "relu", "tanh", "linear"])
@@ -64,7 +65,8 @@ class DefineConfig(FairseqDataclass):
         metadata={
             "help": "token transformation after the map layer: define (HGT + split/mix skip, "
             "the paper's unit), define_nomix, define_residual, hgt, glt, glt_shuffle, linear "
-            "(ablations of Tables 6 and 8), or projective (one linear n->m, the baseline)"
+            "(ablations of Tables 6 and 8), projective (one linear n->m, the baseline), or "
+            "none (no unit: the map alone; language models only)"
         },
     )
     define_map: DEFINE_MAP_CHOICES = field(
@@ -200,6 +202,12 @@ def build_schedule(
 ) -> DefineSchedule:
     """Validate the settings and compute widths and groups of every layer."""
     transform = str(transform)
+    if transform == "none":
+        raise DefineConfigError(
+            "define_transform=none means no DeFINE unit, which only the language models "
+            "accept; pick a transform (e.g. define), or use fairseq's --arch transformer "
+            "for a model without DeFINE"
+        )
     if transform not in _TRANSFORMS:
         raise DefineConfigError(
             f"unknown define_transform {transform!r}; choose one of {', '.join(_TRANSFORMS)}"
@@ -307,11 +315,13 @@ def parse_int_list(value: Optional[str], flag: str) -> Optional[List[int]]:
         ) from None
 
 
-def schedule_from_config(cfg, out_dim: int) -> DefineSchedule:
-    """Schedule for a config object with the ``define_*`` fields (argparse or dataclass)."""
+def schedule_from_config(cfg, out_dim: int, in_dim: Optional[int] = None) -> DefineSchedule:
+    """Schedule for a config object with the ``define_*`` fields (argparse or dataclass);
+    ``in_dim`` is the unit's input width when it differs from the map dim n (the
+    Transformer-XL's unit reads the projected d_model-dim embedding, Table 2)."""
     m = cfg.define_out_dim if getattr(cfg, "define_out_dim", None) else out_dim
     return build_schedule(
-        map_dim=cfg.define_map_dim,
+        map_dim=in_dim or cfg.define_map_dim,
         expand_dim=cfg.define_expand_dim,
         depth=cfg.define_depth,
         out_dim=m,

@@ -28,14 +28,20 @@ class DefineEmbedding(nn.Module):
     (``share_decoder_input_output_embed``) ties the softmax to it at n dims.
     """
 
-    def __init__(self, cfg, num_embeddings, padding_idx, out_dim):
+    def __init__(self, cfg, num_embeddings, padding_idx, out_dim, map_layer=None, map_scale=1.0):
+        """``map_layer``: a map built by the model (e.g. the Transformer-XL's projected
+        adaptive input, whose d_model-dim output the unit reads); ``map_scale`` multiplies
+        its output."""
         super().__init__()
-        self.schedule = schedule_from_config(cfg, out_dim)
-        n = cfg.define_map_dim
+        n = cfg.define_map_dim if map_layer is None else map_layer.embedding_dim
+        self.schedule = schedule_from_config(cfg, out_dim, in_dim=n)
         self.padding_idx = padding_idx
         self.num_embeddings = num_embeddings
-        self.map_kind = str(cfg.define_map)
-        if self.map_kind == "adaptive":
+        self.map_kind = "model" if map_layer is not None else str(cfg.define_map)
+        if map_layer is not None:
+            self.map = map_layer
+            self.map_scale = map_scale
+        elif self.map_kind == "adaptive":
             cutoff = parse_int_list(cfg.define_adaptive_cutoff, "--define-adaptive-cutoff")
             if not cutoff:
                 raise DefineConfigError(

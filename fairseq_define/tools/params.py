@@ -4,6 +4,7 @@ architecture, built without data (only a vocabulary size), and the paper's table
     fairseq-define-params --arch define_transformer_wmt_en_de --vocab-size 32000
     fairseq-define-params --arch transformer_wmt_en_de --vocab-size 32000 --share-all-embeddings
     fairseq-define-params --arch define_transformer_tiny --vocab-size 8000 --baseline transformer
+    fairseq-define-params --paper-table 2
     fairseq-define-params --paper-table 6a
     fairseq-define-params --paper-table 3
 
@@ -163,6 +164,44 @@ def table_3(vocab: int) -> None:
     print(f"ratio define_transformer_wmt_en_de / transformer_wmt_en_de = {ours['total'] / base['total']:.3f}")
 
 
+# Table 2 (WikiText-103, Transformer-XL): (row, arch, paper's DeFINE / context / input-output)
+TABLE2_ROWS = [
+    ("Standard d=410", "define_txl_wt103_standard_d410", None, 41.07, 110.04),
+    ("Standard d=384", "define_txl_wt103_standard_d384", None, 36.25, 103.08),
+    ("Projective n=384", "define_txl_wt103_projective_n384", None, 36.25, 103.08),
+    ("Projective n=256", "define_txl_wt103_projective_n256", None, 36.25, 69.20),
+    ("Projective n=128", "define_txl_wt103_projective_n128", None, 36.25, 34.73),
+    ("Projective n=64", "define_txl_wt103_projective_n64", None, 36.25, 17.50),
+    ("DeFINE n=384", "define_txl_wt103_define_n384", 1.92, 36.25, 103.08),
+    ("DeFINE n=256", "define_txl_wt103_define_n256", 1.92, 36.25, 69.20),
+    ("DeFINE n=128", "define_txl_wt103_define_n128", 1.92, 36.25, 34.73),
+    ("DeFINE n=64", "define_txl_wt103_define_n64", 1.92, 36.25, 17.50),
+]
+WT103_VOCAB = 267735
+
+
+def table_2() -> None:
+    print(
+        f"Table 2 (WikiText-103, Transformer-XL, vocabulary {WT103_VOCAB:,}, adaptive cutoffs "
+        "20K/40K/200K, div_val 1, per-band projections n -> d tied between input and output). "
+        "Columns: ours (paper)."
+    )
+    print(f"{'row':<18} {'DeFINE':>15} {'context model':>17} {'input-output':>17}")
+    for name, arch, p_define, p_context, p_io in TABLE2_ROWS:
+        model, _ = build_arch(arch, WT103_VOCAB)
+        c = {k: v / 1e6 for k, v in parameter_distribution(model).items()}
+        define = f"{c['define']:.2f} ({p_define:.2f})" if p_define else "-"
+        print(f"{name:<18} {define:>15} {c['context']:>7.2f} ({p_context:.2f}) {c['input_output']:>8.2f} ({p_io:.2f})")
+    model, _ = build_arch("define_txl_wt103_define_n128", WT103_VOCAB)
+    for unit in define_units(model):
+        print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection): {unit.schedule.describe()}")
+    print(
+        "The context and input-output columns reproduce the paper. The paper's 1.92M DeFINE "
+        "unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
+        "1.72M parameters, which leaves 0.2M for three Expand layers reaching width 4096."
+    )
+
+
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fairseq-define-params",
@@ -174,13 +213,15 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=32000, help="(source) vocabulary size, specials included")
     parser.add_argument("--tgt-vocab-size", type=int, default=None, help="target vocabulary size (default: joined with the source)")
     parser.add_argument("--baseline", metavar="ARCH", help="also build ARCH (e.g. transformer) with the same layer sizes and print the ratio")
-    parser.add_argument("--paper-table", choices=["3", "6a"], help="print a table of the paper")
+    parser.add_argument("--paper-table", choices=["2", "3", "6a"], help="print a table of the paper")
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if not args.arch and not args.paper_table:
-        parser.error("give --arch ARCH or --paper-table {3,6a}")
+        parser.error("give --arch ARCH or --paper-table {2,3,6a}")
     try:
-        if args.paper_table == "6a":
+        if args.paper_table == "2":
+            table_2()
+        elif args.paper_table == "6a":
             table_6a()
         elif args.paper_table == "3":
             table_3(args.vocab_size)

@@ -1,0 +1,304 @@
+"""A native Transformer-XL language model (Dai et al. 2019) with DeFINE (paper section 4.1,
+Table 2).
+
+Relative attention with global content/position biases, segment-level recurrence (the last
+``mem_len`` inputs of every layer, detached, carried to the next segment), ``clamp_len`` and
+``same_length``. Input-output layers: adaptive input with per-band projections to d_model
+and the projected adaptive softmax tied to it (``--adaptive-cutoff``, ``--div-val``; no
+cutoff gives one full-softmax band). n = d_model is the "standard" row, n < d_model the
+"projective" one, and ``--define-transform define`` puts the DeFINE unit on the projected
+embedding (N=3, k=4096, m=d_model in Table 2).
+
+Memory across batches needs contiguous segments in order: train and evaluate with
+``--task contiguous_lm``, whose batches say which stream and segment they are; the decoder
+keeps one memory per stream and starts it empty at a stream's first segment.
+"""
+
+import logging
+import math
+from argparse import Namespace
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+from fairseq.models import (
+    FairseqIncrementalDecoder,
+    FairseqLanguageModel,
+    register_model,
+    register_model_architecture,
+)
+from fairseq.modules import FairseqDropout
+from omegaconf import II
+
+from ..modules.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
+from ..modules.define_config import (
+    DEFINE_TRANSFORM_CHOICES,
+    DefineConfig,
+    DefineConfigError,
+    parse_int_list,
+)
+from ..modules.define_embedding import DefineEmbedding, cache_define_tables
+from ..modules.relative_attention import (
+    TransformerXLLayer,
+    attention_mask,
+    init_transformer_xl_weights,
+    relative_positions,
+)
+from ..param_report import log_parameter_distribution
+
+logger = logging.getLogger(__name__)
+
+Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
+
+
+@dataclass
+class TransformerXLConfig(DefineConfig):
+    decoder_layers: int = field(default=16, metadata={"help": "number of layers"})
+    decoder_embed_dim: int = field(default=410, metadata={"help": "d_model"})
+    decoder_attention_heads: int = field(default=10, metadata={"help": "attention heads"})
+    decoder_head_dim: int = field(default=41, metadata={"help": "dimension of each head"})
+    decoder_ffn_embed_dim: int = field(default=2100, metadata={"help": "inner dimension of the feed-forward layers"})
+    decoder_normalize_before: bool = field(
+        default=False, metadata={"help": "pre-norm layers (the reference's pre_lnorm); default post-norm"}
+    )
+    dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings, positions, layer outputs"})
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on attention probabilities"})
+    mem_len: int = field(default=150, metadata={"help": "hidden states per layer kept as memory for the next segment"})
+    clamp_len: int = field(default=-1, metadata={"help": "use the same position embedding for distances beyond this (-1: no clamping)"})
+    same_length: bool = field(default=False, metadata={"help": "every query attends to the same number of positions"})
+    adaptive_cutoff: Optional[str] = field(
+        default=None,
+        metadata={"help": "comma-separated band cutoffs of the adaptive input and softmax (e.g. "
+                  "20000,40000,200000); none: one band (full softmax)"},
+    )
+    div_val: float = field(default=1.0, metadata={"help": "width divisor from one band to the next (1: every band n-dim)"})
+    tgt_len: Optional[int] = field(
+        default=II("task.tokens_per_sample"),
+        metadata={"help": "segment length: the task's --tokens-per-sample in training; "
+                  "fairseq-eval-lm uses the model's value (override with --model-overrides "
+                  "\"{'tgt_len': 64}\")"},
+    )
+    init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of linear layers"})
+    # n: the adaptive input's width; DeFINE (if any) reads its d_model-dim projection
+    define_map_dim: int = field(default=410, metadata={"help": "n: width of the adaptive input bands (first band with --div-val)"})
+    define_transform: DEFINE_TRANSFORM_CHOICES = field(
+        default="none",
+        metadata={"help": "none (Table 2 standard/projective rows) or a DeFINE transform on the "
+                  "projected embedding (define: Table 2 DeFINE rows); see define_transformer"},
+    )
+
+
+@register_model("define_transformer_xl", dataclass=TransformerXLConfig)
+class TransformerXLLanguageModel(FairseqLanguageModel):
+    @classmethod
+    def build_model(cls, cfg, task):
+        if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
+            name = getattr(cfg, "arch", None)
+            cfg = TransformerXLConfig.from_namespace(cfg)
+            cfg._name = name
+        dictionary = task.target_dictionary
+        d = cfg.decoder_embed_dim
+        if d % 2:
+            raise DefineConfigError(f"--decoder-embed-dim must be even (sinusoidal positions), got {d}")
+        cutoff = parse_int_list(cfg.adaptive_cutoff, "--adaptive-cutoff") or []
+        adaptive = ProjectedAdaptiveInput(
+            len(dictionary), dictionary.pad(), cfg.define_map_dim, cfg.div_val, d, cutoff
+        )
+        if str(cfg.define_transform) == "none":
+            embed = adaptive
+        else:
+            embed = DefineEmbedding(cfg, len(dictionary), dictionary.pad(), d, adaptive, math.sqrt(d))
+            if embed.embedding_dim != d:
+                raise DefineConfigError(
+                    f"the DeFINE unit outputs {embed.embedding_dim} dims but d_model is {d}; "
+                    f"leave --define-out-dim unset (or {d}) and drop --define-no-reduce"
+                )
+        model = cls(TransformerXLDecoder(cfg, dictionary, embed, adaptive))
+        log_parameter_distribution(model, getattr(cfg, "_name", None) or "define_transformer_xl")
+        return model
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        result = super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        if getattr(self.decoder.cfg, "define_cache_on_load", False):
+            size = cache_define_tables(self)
+            logger.info("DeFINE units replaced by cached tables (%.2f MB)", size / 2**20)
+        return result
+
+    def memory_span(self, segment_len: int) -> int:
+        """Tokens of context that fully determine a segment's outputs (see the decoder)."""
+        return self.decoder.memory_span(segment_len)
+
+    def segment_length(self) -> Optional[int]:
+        tgt_len = getattr(self.decoder.cfg, "tgt_len", None)
+        return tgt_len if isinstance(tgt_len, int) else None
+
+
+class TransformerXLDecoder(FairseqIncrementalDecoder):
+    def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
+        super().__init__(dictionary)
+        self.cfg = cfg
+        d = cfg.decoder_embed_dim
+        self.embed_tokens = embed_tokens
+        # a DeFINE embedding scales its map itself; the unit's output enters unscaled
+        self.embed_scale = 1.0 if isinstance(embed_tokens, DefineEmbedding) else math.sqrt(d)
+        self.dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.layers = nn.ModuleList(
+            TransformerXLLayer(
+                d, cfg.decoder_attention_heads, cfg.decoder_head_dim, cfg.decoder_ffn_embed_dim,
+                cfg.dropout, cfg.attention_dropout, cfg.decoder_normalize_before,
+            )
+            for _ in range(cfg.decoder_layers)
+        )
+        init_transformer_xl_weights(self.layers, cfg.init_std)
+        # global biases u and v of eq. 4, shared by all layers as in the reference code
+        self.content_bias = nn.Parameter(torch.zeros(cfg.decoder_attention_heads, cfg.decoder_head_dim))
+        self.position_bias = nn.Parameter(torch.zeros(cfg.decoder_attention_heads, cfg.decoder_head_dim))
+        self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input)
+        # stream name -> (index of the segment the memory precedes, memory)
+        self._stream_memory: Dict[str, tuple] = {}
+
+    # -- memory -------------------------------------------------------------------------
+    def memory_span(self, segment_len: int) -> int:
+        """Each layer reads at most ``mem_len`` earlier inputs of the layer below, so after
+        L * mem_len tokens (rounded up to whole segments) of context a segment's outputs no
+        longer depend on where the stream started."""
+        return math.ceil(self.cfg.decoder_layers * self.cfg.mem_len / segment_len) * segment_len
+
+    def reset_memory(self) -> None:
+        self._stream_memory.clear()
+
+    def _stream_mems(self, stream: Optional[str], segment: Optional[int], batch: int) -> Optional[Memory]:
+        if stream is None or segment is None:
+            return None
+        entry = self._stream_memory.get(stream)
+        if entry is None or entry[0] != segment or entry[1][0].size(0) != batch:
+            return None  # a stream's first segment, or not the segment that follows
+        return entry[1]
+
+    def _update_memory(self, hidden: Memory, mems: Optional[Memory]) -> Optional[Memory]:
+        if self.cfg.mem_len <= 0:
+            return None
+        with torch.no_grad():
+            if mems is None:
+                return [h[:, -self.cfg.mem_len :].detach() for h in hidden]
+            return [
+                torch.cat([m, h], dim=1)[:, -self.cfg.mem_len :].detach()  # [B, <=mem_len, d]
+                for m, h in zip(mems, hidden)
+            ]
+
+    # -- forward --------------------------------------------------------------------------
+    def forward(
+        self,
+        prev_output_tokens,
+        src_lengths=None,
+        encoder_out=None,
+        incremental_state=None,
+        stream: Optional[str] = None,
+        segment: Optional[int] = None,
+        features_only: bool = False,
+        **kwargs,
+    ):
+        """``stream``/``segment`` (set by the contiguous_lm task) carry memory between calls;
+        with ``incremental_state`` (generation) the memory lives there and only the newest
+        token is fed."""
+        if incremental_state is not None:
+            mems = self.get_incremental_state(incremental_state, "mems")
+            tokens = prev_output_tokens[:, -1:] if mems is not None else prev_output_tokens
+        else:
+            mems = self._stream_mems(stream, segment, prev_output_tokens.size(0))
+            tokens = prev_output_tokens
+        x, new_mems = self.extract_features(tokens, mems)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "mems", new_mems)
+        elif stream is not None and segment is not None and new_mems is not None:
+            self._stream_memory[stream] = (segment + 1, new_mems)
+        return x, {"attn": [None], "inner_states": None}
+
+    def extract_features(self, tokens, mems: Optional[Memory] = None):
+        B, T = tokens.shape
+        M = 0 if mems is None else mems[0].size(1)
+        x = self.dropout(self.embed_tokens(tokens) * self.embed_scale)  # [B, T, d]
+        pos = self.dropout(
+            relative_positions(M + T, x.size(-1), self.cfg.clamp_len, x.device, x.dtype)
+        )  # [M+T, d]
+        mask = attention_mask(T, M, self.cfg.same_length, self.cfg.mem_len, x.device)  # [T, M+T]
+        layer_inputs = []
+        for i, layer in enumerate(self.layers):
+            layer_inputs.append(x)
+            x = layer(x, pos, self.content_bias, self.position_bias, mask, None if mems is None else mems[i])
+        return self.dropout(x), self._update_memory(layer_inputs, mems)  # [B, T, d]
+
+    def output_layer(self, features, **kwargs):
+        return features  # scored by the adaptive softmax
+
+    def max_positions(self):
+        return int(1e6)  # relative positions: no limit on the stream length
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        mems = self.get_incremental_state(incremental_state, "mems")
+        if mems is not None:
+            self.set_incremental_state(
+                incremental_state, "mems", [m.index_select(0, new_order) for m in mems]
+            )
+
+
+def _set(args, **defaults):
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
+D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)  # 10 heads of 41 (Table 2)
+
+
+@register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d410")
+def txl_wt103_standard_d410(args):
+    """Table 2, Transformer-XL standard: 16 layers, d=410, inner 2100, n=d=410."""
+    _set(args, define_map_dim=410, **WT103)
+
+
+@register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d384")
+def txl_wt103_standard_d384(args):
+    """Table 2, standard at d=384 (inner 1920, 10 heads of 41), n=d=384."""
+    _set(args, define_map_dim=384, **D384, **WT103)
+
+
+def _register_rows():
+    for n in (384, 256, 128, 64):
+        for kind in ("projective", "define"):
+            name = f"define_txl_wt103_{kind}_n{n}"
+
+            def arch(args, n=n, kind=kind):
+                extra = dict(define_transform="define", define_expand_dim=4096, define_depth=3) if kind == "define" else {}
+                _set(args, define_map_dim=n, **D384, **WT103, **extra)
+
+            arch.__doc__ = (
+                f"Table 2, {kind} row at n={n}: adaptive input n={n} (div_val 1) projected to d=384"
+                + (", DeFINE N=3, k=4096, m=384 on the projection" if kind == "define" else "")
+            )
+            register_model_architecture("define_transformer_xl", name)(arch)
+
+
+_register_rows()
+
+
+@register_model_architecture("define_transformer_xl", "define_txl_small")
+def txl_small(args):
+    """For the WikiText-2 run on a CPU: 4 layers, d=256 (4 heads of 64), inner 1024, n=128
+    projected to 256, tgt_len = mem_len = 64."""
+    _set(
+        args, decoder_layers=4, decoder_embed_dim=256, decoder_attention_heads=4, decoder_head_dim=64,
+        decoder_ffn_embed_dim=1024, define_map_dim=128, mem_len=64, adaptive_cutoff="4000,20000",
+        define_expand_dim=1024, define_depth=3,
+    )
+
+
+@register_model_architecture("define_transformer_xl", "define_txl_tiny")
+def txl_tiny(args):
+    """For tests: 2 layers, d=32 (2 heads of 16), inner 64, n=16, mem_len 8."""
+    _set(
+        args, decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_head_dim=16,
+        decoder_ffn_embed_dim=64, define_map_dim=16, mem_len=8, define_expand_dim=64, define_depth=3,
+    )

@@ -1,0 +1,1 @@
+from . import contiguous_lm  # noqa: F401  (registers the task)
