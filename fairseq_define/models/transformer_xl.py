@@ -160,10 +160,11 @@ class TransformerXLDecoder(FairseqIncrementalDecoder):
 
     # -- memory -------------------------------------------------------------------------
     def memory_span(self, segment_len: int) -> int:
-        """Each layer reads at most ``mem_len`` earlier inputs of the layer below, so after
-        L * mem_len tokens (rounded up to whole segments) of context a segment's outputs no
-        longer depend on where the stream started."""
-        return math.ceil(self.cfg.decoder_layers * self.cfg.mem_len / segment_len) * segment_len
+        """Tokens of context after which a segment's outputs no longer depend on where the
+        stream started. A layer at a segment starting at s reads the layer below at
+        [s - mem_len, s + T); those positions are right once the segments holding them
+        are, so each layer adds ceil(mem_len / T) whole segments."""
+        return self.cfg.decoder_layers * math.ceil(self.cfg.mem_len / segment_len) * segment_len
 
     def reset_memory(self) -> None:
         self._stream_memory.clear()

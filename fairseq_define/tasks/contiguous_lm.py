@@ -180,8 +180,12 @@ class ContiguousLMTask(LanguageModelingTask):
     def get_batch_iterator(self, dataset, max_tokens=None, max_sentences=None, num_shards=1,
                            shard_id=0, num_workers=0, epoch=1, data_buffer_size=0,
                            skip_remainder_batch=False, **kwargs):
-        if not isinstance(dataset, TokenStream):
-            raise UserError("contiguous_lm batches its own splits (load them with load_dataset)")
+        if not isinstance(dataset, TokenStream):  # sentences given for inference (hub)
+            return super().get_batch_iterator(
+                dataset, max_tokens=max_tokens, max_sentences=max_sentences, num_shards=num_shards,
+                shard_id=shard_id, num_workers=num_workers, epoch=epoch,
+                data_buffer_size=data_buffer_size, skip_remainder_batch=skip_remainder_batch, **kwargs
+            )
         split, n_tokens, T = dataset.split, len(dataset), self.segment_len
         if not max_sentences and not max_tokens:
             raise UserError("contiguous_lm needs --batch-size (streams per GPU) or --max-tokens")

@@ -1,0 +1,156 @@
+"""Transformer-XL end to end on a slice of WikiText-2: fairseq-train and fairseq-eval-lm
+with --task contiguous_lm, evaluation that does not depend on the batch size, the
+reference's evaluation settings as model overrides, resume, the hub, and Table 2."""
+
+import math
+import re
+from argparse import Namespace
+
+import pytest
+import torch
+
+from .conftest import USER_DIR, head, run_cli
+
+TXL = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_txl_tiny",
+       "--define-map-dim", "16", "--adaptive-cutoff", "1000,4000", "--tokens-per-sample", "8",
+       "--criterion", "projected_adaptive_loss", "--optimizer", "adam", "--lr", "2e-3",
+       "--cpu", "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "10", "--seed", "2"]
+
+
+@pytest.fixture(scope="session")
+def wt2_bin(tmp_path_factory, shared_data):
+    d = tmp_path_factory.mktemp("wt2")
+    wt2 = shared_data / "wikitext-2"
+    head(wt2 / "wiki.train.tokens", d / "train.txt", 0, 1500)
+    head(wt2 / "wiki.valid.tokens", d / "valid.txt", 0, 150)
+    head(wt2 / "wiki.test.tokens", d / "test.txt", 0, 60)
+    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
+            "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
+    return d / "bin"
+
+
+@pytest.fixture(scope="session")
+def txl_trained(wt2_bin, tmp_path_factory):
+    ckpt = tmp_path_factory.mktemp("txl_ckpt")
+    out = run_cli("fairseq-train", wt2_bin, *TXL, "--batch-size", "8", "--max-update", "60", "--save-dir", ckpt)
+    assert "parameters (paper's distribution): define_txl_tiny: DeFINE 0.00M" in out.stdout
+    assert "train: 8 streams per GPU" in out.stdout
+    valid = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", out.stdout)
+    assert valid
+    return ckpt, float(valid[-1])
+
+
+def eval_lm(wt2_bin, ckpt, *extra, check=True):
+    return run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
+                   "--path", ckpt / "checkpoint_last.pt", "--gen-subset", "valid", *extra, check=check)
+
+
+def result(out):
+    tokens = int(re.search(r"Evaluated ([0-9,]+) tokens", out).group(1).replace(",", ""))
+    loss = float(re.search(r"Loss \(base 2\): ([0-9.]+)", out).group(1))
+    return tokens, loss
+
+
+def test_eval_lm_perplexity_does_not_depend_on_batch_size(wt2_bin, txl_trained):
+    ckpt, valid_loss = txl_trained
+    results = {b: result(eval_lm(wt2_bin, ckpt, "--batch-size", b).stdout) for b in (1, 3, 8)}
+    n_tokens = {tokens for tokens, _ in results.values()}
+    assert len(n_tokens) == 1  # every token but the first, at any batch size
+    losses = [loss for _, loss in results.values()]
+    assert max(losses) - min(losses) <= 2e-4, results
+    # training's validation (criterion path, batch 8) and eval-lm (full softmax) agree
+    assert abs(results[8][1] - valid_loss) <= 1e-3
+
+
+def test_eval_lm_takes_the_reference_settings_as_model_overrides(wt2_bin, txl_trained):
+    ckpt, _ = txl_trained
+    out = eval_lm(wt2_bin, ckpt, "--batch-size", "4", "--model-overrides",
+                  "{'tgt_len': 4, 'mem_len': 24, 'clamp_len': 12, 'same_length': True}").stdout
+    assert "segments of 4 tokens" in out
+    tokens, loss = result(out)
+    assert math.isfinite(loss) and tokens > 1000
+
+
+def test_eval_lm_refuses_context_window_with_a_clear_error(wt2_bin, txl_trained):
+    ckpt, _ = txl_trained
+    out = eval_lm(wt2_bin, ckpt, "--batch-size", "2", "--context-window", "4", check=False)
+    assert out.returncode != 0
+    assert "drop --context-window" in out.stdout and "Traceback" not in out.stdout
+
+
+def test_define_txl_trains_and_resumes(wt2_bin, tmp_path):
+    args = [wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
+            "--max-tokens", "64", "--save-dir", tmp_path]
+    out = run_cli("fairseq-train", *args, "--max-update", "6").stdout
+    assert re.search(r"define_txl_tiny: DeFINE 0\.0[1-9]M", out)  # a unit on the embedding
+    out = run_cli("fairseq-train", *args, "--max-update", "10").stdout
+    assert "Loaded checkpoint" in out and "num_updates 10" in out
+
+
+def test_hub_samples_and_scores(wt2_bin, txl_trained):
+    from fairseq_define.models.transformer_xl import TransformerXLLanguageModel
+
+    ckpt, _ = txl_trained
+    lm = TransformerXLLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(wt2_bin))
+    torch.manual_seed(0)
+    text = lm.sample("The game", sampling=True, sampling_topk=10, max_len_b=12)
+    assert text.startswith("The game") and len(text.split()) > 2
+    scored = lm.score("The game was released in Japan")
+    assert scored["positional_scores"].shape == (6,) and torch.isfinite(scored["positional_scores"]).all()
+
+
+def test_params_reproduce_table_2():
+    out = run_cli("fairseq-define-params", "--paper-table", "2").stdout
+    rows = {
+        "Standard d=410": ("41.07", "110.04"), "Standard d=384": ("36.25", "103.08"),
+        "Projective n=256": ("36.25", "69.20"), "Projective n=128": ("36.25", "34.73"),
+        "Projective n=64": ("36.25", "17.50"), "DeFINE n=128": ("36.25", "34.73"),
+    }
+    for row, (context, io) in rows.items():
+        line = next(l for l in out.splitlines() if l.startswith(row))
+        assert re.search(rf"{context} \({context}\)\s+{io} \({io}\)", line), line
+    assert "DeFINE unit (every DeFINE row" in out and "Expand 384->" in out
+
+
+@pytest.fixture(scope="module")
+def eval_task(wt2_bin):
+    from fairseq import options, tasks
+
+    parser = options.get_eval_lm_parser()
+    args = options.parse_args_and_arch(parser, [str(wt2_bin), "--task", "contiguous_lm", "--tokens-per-sample", "4"])
+    task = tasks.setup_task(args)
+    task.load_dataset("test")
+    return task
+
+
+def total_log_prob(task, model, batch_size):
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for sample in task.eval_lm_dataloader(task.dataset("test"), batch_size=batch_size):
+            net_out = model(**sample["net_input"])
+            lp = model.get_normalized_probs(net_out, log_probs=True)  # [B, T, V]
+            keep = sample["target"].ne(task.dictionary.pad())
+            total += lp.gather(-1, sample["target"].unsqueeze(-1)).squeeze(-1)[keep].sum().item()
+            count += int(keep.sum())
+    return total, count
+
+
+def test_stream_evaluation_is_exact_at_any_batch_size(eval_task):
+    """In float64: with the default context (the model's memory span) every batch size gives
+    the single stream's log-likelihood; without context it would not."""
+    cfg = Namespace(arch="define_txl_tiny", decoder_embed_dim=16, decoder_head_dim=8, decoder_ffn_embed_dim=32,
+                    define_map_dim=8, dropout=0.0, mem_len=6, tgt_len=4, adaptive_cutoff="500")
+    torch.manual_seed(0)
+    model = eval_task.build_model(cfg).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)  # sharp attention: context matters
+    eval_task.args.eval_context = -1
+    single, n = total_log_prob(eval_task, model, 1)
+    assert n == len(eval_task.dataset("test")) - 1
+    for b in (2, 5):
+        lp, m = total_log_prob(eval_task, model, b)
+        assert m == n and abs(lp - single) <= 1e-9 * abs(single), (b, lp, single)
+    eval_task.args.eval_context = 0
+    lp, _ = total_log_prob(eval_task, model, 5)
+    assert abs(lp - single) > 1e-6 * abs(single)
