@@ -9,4 +9,4 @@ from .errors import install_cli_excepthook  # noqa: E402
 
 install_cli_excepthook()
 
-from . import criterions, models, modules, tasks  # noqa: E402,F401
+from . import criterions, models, modules, optim, tasks  # noqa: E402,F401

@@ -193,3 +193,16 @@ def test_evaluation_rows_score_every_token_once_on_segment_boundaries(n_tokens, 
 def test_training_rows_split_evenly_for_each_shard():
     all_rows = [r for shard in range(2) for r in training_rows(103, 6, shard, 3)]
     assert all_rows == [(i * 17, 0, 17) for i in range(6)]
+
+
+def test_cached_define_table_gives_the_live_units_outputs():
+    from fairseq_define.modules.define_embedding import cache_define_tables
+
+    torch.manual_seed(5)
+    model = tiny_model(define_transform="define", define_expand_dim=32, define_depth=2, adaptive_cutoff="20")
+    tokens = torch.randint(4, 50, (2, 7))
+    with torch.no_grad():
+        live, _ = model.decoder(tokens)
+        assert cache_define_tables(model) > 0 and model.decoder.embed_tokens.unit is None
+        cached, _ = model.decoder(tokens)
+    torch.testing.assert_close(cached, live, atol=1e-6, rtol=1e-6)

@@ -154,3 +154,21 @@ def test_stream_evaluation_is_exact_at_any_batch_size(eval_task):
     eval_task.args.eval_context = 0
     lp, _ = total_log_prob(eval_task, model, 5)
     assert abs(lp - single) > 1e-6 * abs(single)
+
+
+def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
+    """torchrun with 2 gloo processes x 4 streams = one process with 8 streams: the same rows,
+    the same losses (memory carried in each process)."""
+    from .conftest import BIN
+    from .test_distributed_cpu import free_port, losses
+
+    common = [wt2_bin, *TXL, "--dropout", "0", "--max-update", "5", "--log-interval", "1",
+              "--disable-validation", "--ddp-backend", "legacy_ddp"]
+    dist = run_cli("torchrun", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+                   BIN / "fairseq-train", *common, "--batch-size", "4", "--save-dir", tmp_path / "d",
+                   "--distributed-backend", "gloo", timeout=900).stdout
+    single = run_cli("fairseq-train", *common, "--batch-size", "8", "--save-dir", tmp_path / "s").stdout
+    d, s = losses(dist), losses(single)
+    assert sorted(d) == sorted(s) == [1, 2, 3, 4, 5]
+    for u in d:
+        assert abs(d[u] - s[u]) <= 1e-3, (u, d[u], s[u])

@@ -1,1 +1,1 @@
-from . import projected_adaptive_loss  # noqa: F401  (registers the criterion)
+from . import awd_lm_loss, projected_adaptive_loss  # noqa: F401  (registers the criteria)

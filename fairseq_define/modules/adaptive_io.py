@@ -44,6 +44,13 @@ class ProjectedAdaptiveInput(AdaptiveInput):
 
     def __init__(self, vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff):
         cutoff = check_cutoff(cutoff, vocab_size, "--adaptive-cutoff")
+        narrowest = int(initial_dim // (factor ** len(cutoff)))  # as AdaptiveInput sizes band i
+        if narrowest < 1:
+            raise UserError(
+                f"the map width {initial_dim} divided by --div-val {factor:g} for each of the "
+                f"{len(cutoff)} cutoffs leaves a band 0 dims wide; use a larger map "
+                f"(at least {int(factor ** len(cutoff))}), a smaller --div-val or fewer cutoffs"
+            )
         super().__init__(vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff + [vocab_size])
         for band in self.embeddings:
             if band[0].embedding_dim == output_dim:
@@ -65,16 +72,17 @@ class ProjectedAdaptiveSoftmax(nn.Module):
     Only the biases and the cluster logits are parameters of this module.
     """
 
-    def __init__(self, tied_input: ProjectedAdaptiveInput):
+    def __init__(self, tied_input: ProjectedAdaptiveInput, bias: bool = True):
         super().__init__()
         # a plain reference: the tied weights are registered (and counted) in the input layer
         object.__setattr__(self, "tied_input", tied_input)
         self.cutoff = list(tied_input.cutoff)  # [c_0, ..., V]
         self.n_clusters = len(self.cutoff) - 1
-        self.bias = nn.Parameter(torch.zeros(self.cutoff[-1]))
+        # one bias per word (Transformer-XL); the adaptive LSTM rows of Table 1a have none
+        self.bias = nn.Parameter(torch.zeros(self.cutoff[-1])) if bias else None
         if self.n_clusters:
             self.cluster_weight = nn.Parameter(torch.zeros(self.n_clusters, tied_input.band_dims[0]))
-            self.cluster_bias = nn.Parameter(torch.zeros(self.n_clusters))
+            self.cluster_bias = nn.Parameter(torch.zeros(self.n_clusters)) if bias else None
 
     def band_range(self, band: int):
         return (self.cutoff[band - 1] if band else 0), self.cutoff[band]
@@ -84,10 +92,11 @@ class ProjectedAdaptiveSoftmax(nn.Module):
         table, proj = self.tied_input.weights_for_band(band)
         z = h if proj is None else h @ proj  # [N, n_i]
         lo, hi = self.band_range(band)
-        bias = self.bias[lo:hi]
+        bias = None if self.bias is None else self.bias[lo:hi]
         if band == 0 and self.n_clusters:
             table = torch.cat([table, self.cluster_weight])
-            bias = torch.cat([bias, self.cluster_bias])
+            if bias is not None:
+                bias = torch.cat([bias, self.cluster_bias])
         return F.linear(z, table, bias)
 
     def target_log_prob(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageMode
 from omegaconf import II
 
 from ..errors import UserError
+from ..optim.nt_asgd import use_averaged_weights
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,13 @@ class ContiguousLMTask(LanguageModelingTask):
         if hasattr(model, "segment_length"):
             self.model_segment_len = model.segment_length()
         return model
+
+    def begin_valid_epoch(self, epoch, model):
+        super().begin_valid_epoch(epoch, model)
+        # NT-ASGD validates (and then saves) the averaged weights, as AWD-LSTM does; its
+        # optimizer puts the SGD iterate back before the next training step
+        if use_averaged_weights(model):
+            logger.info("validating the averaged (NT-ASGD) weights")
 
     @property
     def segment_len(self) -> int:

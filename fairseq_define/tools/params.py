@@ -7,6 +7,7 @@ architecture, built without data (only a vocabulary size), and the paper's table
     fairseq-define-params --paper-table 2
     fairseq-define-params --paper-table 6a
     fairseq-define-params --paper-table 3
+    fairseq-define-params --paper-table 1a     (also 1c, 6, 7, 8: the LSTM language models)
 
 Any other flag is passed to fairseq's argument parser for the architecture (model
 overrides such as ``--define-map-dim 64``).
@@ -202,6 +203,99 @@ def table_2() -> None:
     )
 
 
+# LSTM language models (Tables 1a, 6, 7, 8): (row, arch, paper DeFINE, context, input-output,
+# total); None where the paper gives no such number. Tables 6-8 give totals only: their
+# DeFINE share is the total minus Table 1a's context and input-output at the same n = m.
+LSTM_SHARED = {256: (23.36, 9.25), 384: (24.73, 13.90), 512: (26.24, 18.55)}
+
+
+def _lstm_row(name, arch, total, n, define=None, shared=True):
+    context, io = LSTM_SHARED[n] if shared else (None, None)
+    if define is None and shared and total is not None:
+        define = round(total - context - io, 2)
+    return (name, arch, define, context, io, total)
+
+
+TABLE1A_ROWS = [
+    ("R1 standard n=256", "define_lstm_wt103_r1_standard", 0.0, 23.36, 68.81, 92.17),
+    ("R2 adaptive n=256", "define_lstm_wt103_r2_adaptive", 0.0, 23.36, 9.25, 32.61),
+    ("R3 DeFINE N=3 n=256", "define_lstm_wt103_r3_define_n256", 0.41, 23.36, 9.25, 33.02),
+    ("R4 DeFINE N=7 n=384", "define_lstm_wt103_r4_define_n384", 1.83, 24.73, 13.90, 40.46),
+    ("R5 DeFINE N=11 n=512", "define_lstm_wt103_r5_define_n512", 3.89, 26.24, 18.55, 48.69),
+]
+TABLE6_LSTM_ROWS = [
+    _lstm_row(name, f"define_lstm_wt103_t6_{t}", total, 384) for name, t, _, total in TABLE6_ROWS
+]
+TABLE7_ROWS = [
+    _lstm_row(f"N={N} n=m={n} k={k}", f"define_lstm_wt103_t7_n{N}_k{k}", total, n)
+    for N, n, totals in ((3, 256, (33.02, 33.15, 33.29)), (7, 384, (40.73, 41.86, 43.19)),
+                         (11, 512, (49.55, 52.02, 55.02)))
+    for k, total in zip((1024, 1536, 2048), totals)
+]
+TABLE8_ROWS = [
+    _lstm_row("8a DeFINE + residual", "define_lstm_wt103_t8_residual", 41.63, 384),
+    _lstm_row("8a/b DeFINE (MER)", "define_lstm_wt103_t6_define", 40.89, 384),
+    # without Reduce the LSTM reads k dims, so the paper's context model is not Table 1a's
+    _lstm_row("8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", 43.91, 384, shared=False),
+]
+LSTM_TABLES = {
+    "1a": ("Table 1a (LSTM on WikiText-103)", TABLE1A_ROWS),
+    "6": ("Table 6 (transformations, N=7, n=m=384, k=1024)", TABLE6_LSTM_ROWS),
+    "7": ("Table 7 (depth N x width k)", TABLE7_ROWS),
+    "8": ("Table 8 (residual connections; no Reduce)", TABLE8_ROWS),
+}
+
+
+def _ours_paper(ours: float, paper: Optional[float]) -> str:
+    return f"{ours:.2f} ({'-' if paper is None else f'{paper:.2f}'})"
+
+
+def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
+    title, rows = LSTM_TABLES[key]
+    print(
+        f"{title}: 4 LSTM layers of 1024 (the last m wide), vocabulary {vocab:,}, adaptive "
+        "input/softmax tied (cutoffs 20K/40K/200K, factor 4, no output bias) but R1 (a standard "
+        "table with an output bias). Columns: ours (paper), millions."
+    )
+    print(f"{'row':<24} {'DeFINE':>14} {'context model':>15} {'input-output':>15} {'total':>15}")
+    for name, arch, p_define, p_context, p_io, p_total in rows:
+        model, _ = build_arch(arch, vocab)
+        c = {k: v / 1e6 for k, v in parameter_distribution(model).items()}
+        print(f"{name:<24} {_ours_paper(c['define'], p_define):>14} {_ours_paper(c['context'], p_context):>15} "
+              f"{_ours_paper(c['input_output'], p_io):>15} {_ours_paper(c['total'], p_total):>15}")
+        for unit in define_units(model):
+            print(f"{'':<24} unit: {unit.schedule.describe()}")
+    print(
+        "The context-model and input-output columns reproduce the paper. Its DeFINE column "
+        "cannot be rebuilt (g_max is not stated, and Tables 1a and 6 disagree on the same "
+        "N=7 unit: 1.83M vs 2.26M); ours is printed with the schedule that gives it."
+    )
+
+
+PTB_VOCAB = 10000
+
+
+def table_1c(vocab: int = PTB_VOCAB) -> None:
+    print(
+        f"Table 1c (AWD-LSTM on PTB, vocabulary {vocab:,}): 3 LSTM layers of 1150, the last as "
+        "wide as the tied output table. Columns: ours (paper), millions."
+    )
+    for name, arch, paper in (("AWD-LSTM", "define_awd_lstm_ptb", 24.0),
+                              ("AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", 20.0)):
+        model, _ = build_arch(arch, vocab)
+        counts = parameter_distribution(model)
+        print(f"{name:<20} {format_distribution(counts)}  (paper: {paper:.0f}M)")
+        for unit in define_units(model):
+            print(f"{'':<20} unit: {unit.schedule.describe()}")
+    rest = (counts["context"] + counts["input_output"]) / 1e6
+    print(
+        "The baseline matches AWD-LSTM's 24.2M. With DeFINE (n=128, k=1024, N=7, m=400) the "
+        f"last LSTM layer is 128 wide and tied to the 128-dim map: {rest:.2f}M without the "
+        f"unit, so the paper's 20M leaves {20.0 - rest:.2f}M for the unit, less than any N=7 "
+        "unit reaching k=1024 (see Table 1a)."
+    )
+
+
 def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fairseq-define-params",
@@ -213,11 +307,13 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=32000, help="(source) vocabulary size, specials included")
     parser.add_argument("--tgt-vocab-size", type=int, default=None, help="target vocabulary size (default: joined with the source)")
     parser.add_argument("--baseline", metavar="ARCH", help="also build ARCH (e.g. transformer) with the same layer sizes and print the ratio")
-    parser.add_argument("--paper-table", choices=["2", "3", "6a"], help="print a table of the paper")
+    parser.add_argument("--paper-table", choices=["1a", "1c", "2", "3", "6", "6a", "7", "8"],
+                        help="print a table of the paper (1a, 1c, 6, 7, 8: LSTM language models; "
+                        "2: Transformer-XL; 3: NMT; 6a: Table 6's layer stacks alone)")
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if not args.arch and not args.paper_table:
-        parser.error("give --arch ARCH or --paper-table {2,3,6a}")
+        parser.error("give --arch ARCH or --paper-table TABLE")
     try:
         if args.paper_table == "2":
             table_2()
@@ -225,6 +321,10 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             table_6a()
         elif args.paper_table == "3":
             table_3(args.vocab_size)
+        elif args.paper_table == "1c":
+            table_1c()
+        elif args.paper_table in LSTM_TABLES:
+            lstm_table(args.paper_table)
         if args.arch:
             report_arch(args.arch, args.vocab_size, args.tgt_vocab_size, extra, args.baseline)
     except DefineConfigError as e:

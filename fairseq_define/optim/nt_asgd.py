@@ -1,0 +1,151 @@
+"""Non-monotonically triggered averaged SGD (NT-ASGD; Merity et al. 2018, section 3), the
+optimizer AWD-LSTM trains with and so the one behind the paper's Table 1c ("the same
+hyper-parameters ... as the original AWD-LSTM", section 4.1.2). fairseq has no equivalent.
+
+``--optimizer nt_asgd`` runs plain SGD until ``--lr-scheduler nt_asgd`` sees the validation
+loss fail to improve on the best of all but the last ``--nonmono`` epochs; from then on it
+also keeps the running mean of the iterates (ASGD with t0 = 0 and no decay, as AWD-LSTM).
+
+Validation and the checkpoints written after it use the averaged weights, as AWD-LSTM
+evaluates and saves them: ``--task contiguous_lm`` swaps them in at the start of each
+validation, and this optimizer swaps the SGD iterate back before the next training step
+(``zero_grad``, which fairseq calls before every forward). The iterate and the average are
+both in the optimizer state, so an interrupted run resumes exactly.
+"""
+
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import List
+
+import torch
+from fairseq.dataclass import FairseqDataclass
+from fairseq.optim import FairseqOptimizer, register_optimizer
+from omegaconf import II
+
+from ..errors import UserError
+
+logger = logging.getLogger(__name__)
+
+
+class AveragedSGD(torch.optim.Optimizer):
+    """SGD whose ``start_averaging`` begins a uniform running mean of the iterates.
+
+    State: per parameter ``average`` (the mean) and, while the average is swapped into the
+    parameters, ``iterate`` (the SGD point training continues from); per group
+    ``averaged_steps`` (0: plain SGD) and ``swapped``."""
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.0):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, averaged_steps=0, swapped=False))
+        _INSTANCES.add(self)
+
+    @property
+    def averaging(self) -> bool:
+        return self.param_groups[0]["averaged_steps"] > 0
+
+    @torch.no_grad()
+    def start_averaging(self) -> None:
+        """Switch to ASGD: the average starts at the current iterate."""
+        if self.averaging:
+            return
+        for group in self.param_groups:
+            group["averaged_steps"] = 1
+            for p in group["params"]:
+                self.state[p]["average"] = p.detach().clone()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        self.use_iterate()
+        for group in self.param_groups:
+            lr, wd = group["lr"], group["weight_decay"]
+            averaging = group["averaged_steps"] > 0
+            if averaging:
+                group["averaged_steps"] += 1
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                p.add_(p.grad + wd * p if wd else p.grad, alpha=-lr)
+                if averaging:
+                    avg = self.state[p]["average"]
+                    avg.add_(p - avg, alpha=1.0 / group["averaged_steps"])  # mean of the iterates
+        return loss
+
+    @torch.no_grad()
+    def use_average(self) -> bool:
+        """Put the averaged weights into the parameters (the iterate is kept); False while
+        still in the SGD phase."""
+        if not self.averaging:
+            return False
+        for group in self.param_groups:
+            if group["swapped"]:
+                continue
+            for p in group["params"]:
+                state = self.state[p]
+                state["iterate"] = p.detach().clone()
+                p.copy_(state["average"])
+            group["swapped"] = True
+        return True
+
+    @torch.no_grad()
+    def use_iterate(self) -> None:
+        """Undo ``use_average`` (also after resuming from a checkpoint saved while swapped)."""
+        for group in self.param_groups:
+            if not group["swapped"]:
+                continue
+            for p in group["params"]:
+                p.copy_(self.state[p].pop("iterate"))
+            group["swapped"] = False
+
+
+_INSTANCES: "weakref.WeakSet[AveragedSGD]" = weakref.WeakSet()
+
+
+def use_averaged_weights(model: torch.nn.Module) -> bool:
+    """Swap the averaged weights of the ``AveragedSGD`` that trains ``model`` into it
+    (nothing if none does, or before averaging starts). True if swapped."""
+    params = {id(p) for p in model.parameters()}
+    for opt in list(_INSTANCES):
+        if any(id(p) in params for group in opt.param_groups for p in group["params"]):
+            return opt.use_average()
+    return False
+
+
+@dataclass
+class NTASGDConfig(FairseqDataclass):
+    weight_decay: float = field(default=1.2e-6, metadata={"help": "L2 weight decay (AWD-LSTM: 1.2e-6)"})
+    lr: List[float] = II("optimization.lr")
+    fp16: bool = II("common.fp16")
+    bf16: bool = II("common.bf16")
+
+
+@register_optimizer("nt_asgd", dataclass=NTASGDConfig)
+class FairseqNTASGD(FairseqOptimizer):
+    def __init__(self, cfg: NTASGDConfig, params):
+        super().__init__(cfg)
+        if cfg.fp16 or cfg.bf16:
+            raise UserError(
+                "--optimizer nt_asgd trains in float32 (as AWD-LSTM): drop --fp16/--bf16, or "
+                "use --optimizer sgd"
+            )
+        self._optimizer = AveragedSGD(params, **self.optimizer_config)
+
+    @property
+    def optimizer_config(self):
+        return {"lr": self.cfg.lr[0], "weight_decay": self.cfg.weight_decay}
+
+    @property
+    def supports_flat_params(self):
+        return False
+
+    def zero_grad(self):
+        # fairseq calls this before every training forward: train from the SGD iterate
+        self._optimizer.use_iterate()
+        super().zero_grad()
+
+    def start_averaging(self) -> None:
+        self._optimizer.start_averaging()
+
+    @property
+    def averaging(self) -> bool:
+        return self._optimizer.averaging
