@@ -16,7 +16,7 @@ class ProjectedAdaptiveLoss(CrossEntropyCriterion):
         if softmax is None or not hasattr(softmax, "target_log_prob"):
             raise UserError(
                 "--criterion projected_adaptive_loss needs a model with a projected adaptive "
-                "softmax (--arch define_txl_*); use --criterion cross_entropy for this model"
+                "softmax (--arch define_txl_* or define_lstm_*); use --criterion cross_entropy for this model"
             )
         hidden = net_output[0]  # [B, T, d]
         target = model.get_targets(sample, net_output)  # [B, T]

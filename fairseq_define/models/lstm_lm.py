@@ -7,6 +7,10 @@ hidden H, the last one of width n) -> softmax tied to the map at n (adaptive sof
 adaptive map). With the last LSTM layer n wide the output needs no projection; at n = m
 this is the layout whose context model counts 23.36 / 24.73 / 26.24M (Table 1a).
 
+The layers are cuDNN's ``nn.LSTM``, one per layer (for DropConnect on each W_hh), rather
+than fairseq's ``LSTMDecoder``, which steps an ``LSTMCell`` in Python and has neither a
+softmax tied to an adaptive input nor AWD-LSTM's regularizers.
+
 AWD-LSTM's regularizers are settings: ``--weight-drop`` (DropConnect on W_hh),
 ``--dropout-input`` / ``--dropout-hidden`` / ``--dropout`` (locked dropout on the
 embeddings, between layers and on the output), ``--dropout-embedding`` (whole word types);

@@ -129,7 +129,7 @@ class ProjectedAdaptiveSoftmax(nn.Module):
 
     def forward(self, *args, **kwargs):
         raise UserError(
-            "the Transformer-XL's projected adaptive softmax is scored by "
+            "the projected adaptive softmax (Transformer-XL, LSTM LMs) is scored by "
             "--criterion projected_adaptive_loss (or cross_entropy); fairseq's adaptive_loss "
             "expects fairseq's own AdaptiveSoftmax"
         )
