@@ -31,6 +31,7 @@ setup(
             "fairseq-define-trust-checkpoint = fairseq_define.tools.trust_checkpoint:main",
             "fairseq-define-average-checkpoints = fairseq_define.tools.average_checkpoints:main",
             "fairseq-define-cache-tables = fairseq_define.tools.cache_tables:main",
+            "fairseq-define-compress = fairseq_define.tools.compress:main",
         ]
     },
 )

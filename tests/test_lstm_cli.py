@@ -40,8 +40,9 @@ def awd_trained(ptb_bin, tmp_path_factory):
 
 
 def eval_lm(ptb_bin, ckpt, *extra, check=True):
+    path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
     return run_cli("fairseq-eval-lm", ptb_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
-                   "--path", ckpt / "checkpoint_last.pt", "--gen-subset", "valid", *extra, check=check)
+                   "--path", path, "--gen-subset", "valid", *extra, check=check)
 
 
 def loss_base2(out):
@@ -142,3 +143,19 @@ def test_params_reproduce_tables_1a_and_1c():
     out = run_cli("fairseq-define-params", "--paper-table", "1c").stdout
     assert re.search(r"AWD-LSTM\s+DeFINE 0.00M .* total 24.22M", out)
     assert re.search(r"AWD-LSTM \+ DeFINE\s+DeFINE [0-9.]+M .*\(paper: 20M\)", out)
+
+
+def test_compressed_checkpoint_evaluates_close_to_the_original(ptb_bin, awd_trained, tmp_path):
+    """Table 5's pipeline: cached DeFINE table and tied map as 32 x 16 compositional codes."""
+    ckpt, _ = awd_trained
+    out_path = tmp_path / "compressed.pt"
+    out = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path,
+                  "--cache-define", "--steps", "300").stdout
+    sizes = re.search(r"look-up tables ([0-9.]+) MB -> ([0-9.]+) MB", out)
+    assert sizes and float(sizes.group(2)) < float(sizes.group(1))
+    base = loss_base2(eval_lm(ptb_bin, ckpt, "--batch-size", "8").stdout)
+    compressed = eval_lm(ptb_bin, out_path, "--batch-size", "8").stdout
+    assert "stored as compositional codes" in compressed
+    assert abs(loss_base2(compressed) - base) <= 0.05 * base  # 2^loss: perplexity within ~30%
+    again = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path, check=False)
+    assert again.returncode == 2 and "exists" in again.stdout

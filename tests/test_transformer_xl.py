@@ -2,7 +2,6 @@
 over the concatenated context, incremental decoding, the adaptive input-output layers and
 the stream layouts of the contiguous_lm task."""
 
-import math
 from argparse import Namespace
 
 import pytest

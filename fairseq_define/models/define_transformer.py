@@ -14,14 +14,15 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerModel, base_architecture
 
 from ..modules.define_config import DefineConfig, DefineConfigError
-from ..modules.define_embedding import DefineEmbedding, cache_define_tables
+from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
+from .inference_tables import InferenceTablesMixin
 
 logger = logging.getLogger(__name__)
 
 
 @register_model("define_transformer")
-class DefineTransformerModel(TransformerModel):
+class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
@@ -51,12 +52,8 @@ class DefineTransformerModel(TransformerModel):
         log_parameter_distribution(model, args.arch)
         return model
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        result = super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-        if getattr(self.args, "define_cache_on_load", False):
-            size = cache_define_tables(self)
-            logger.info("DeFINE units replaced by cached tables (%.2f MB)", size / 2**20)
-        return result
+    def define_options(self):
+        return self.args
 
     @classmethod
     def build_embedding(cls, args, dictionary, embed_dim, path=None):

@@ -25,7 +25,6 @@ from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-import torch
 import torch.nn as nn
 from fairseq.models import (
     FairseqIncrementalDecoder,
@@ -42,8 +41,9 @@ from ..modules.define_config import (
     DefineConfigError,
     parse_int_list,
 )
-from ..modules.define_embedding import DefineEmbedding, cache_define_tables
+from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
+from .inference_tables import InferenceTablesMixin
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class LSTMLMConfig(DefineConfig):
 
 
 @register_model("define_lstm_lm", dataclass=LSTMLMConfig)
-class LSTMLanguageModel(FairseqLanguageModel):
+class LSTMLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
     @classmethod
     def build_model(cls, cfg, task):
         if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
@@ -96,12 +96,8 @@ class LSTMLanguageModel(FairseqLanguageModel):
         log_parameter_distribution(model, getattr(cfg, "_name", None) or "define_lstm_lm")
         return model
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        result = super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-        if getattr(self.decoder.cfg, "define_cache_on_load", False):
-            size = cache_define_tables(self)
-            logger.info("DeFINE units replaced by cached tables (%.2f MB)", size / 2**20)
-        return result
+    def define_options(self):
+        return self.decoder.cfg
 
 
 class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):

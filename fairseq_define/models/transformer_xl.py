@@ -38,7 +38,7 @@ from ..modules.define_config import (
     DefineConfigError,
     parse_int_list,
 )
-from ..modules.define_embedding import DefineEmbedding, cache_define_tables
+from ..modules.define_embedding import DefineEmbedding
 from ..modules.relative_attention import (
     TransformerXLLayer,
     attention_mask,
@@ -46,6 +46,7 @@ from ..modules.relative_attention import (
     relative_positions,
 )
 from ..param_report import log_parameter_distribution
+from .inference_tables import InferenceTablesMixin
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class TransformerXLConfig(DefineConfig):
 
 
 @register_model("define_transformer_xl", dataclass=TransformerXLConfig)
-class TransformerXLLanguageModel(FairseqLanguageModel):
+class TransformerXLLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
     @classmethod
     def build_model(cls, cfg, task):
         if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
@@ -118,12 +119,8 @@ class TransformerXLLanguageModel(FairseqLanguageModel):
         log_parameter_distribution(model, getattr(cfg, "_name", None) or "define_transformer_xl")
         return model
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        result = super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-        if getattr(self.decoder.cfg, "define_cache_on_load", False):
-            size = cache_define_tables(self)
-            logger.info("DeFINE units replaced by cached tables (%.2f MB)", size / 2**20)
-        return result
+    def define_options(self):
+        return self.decoder.cfg
 
     def memory_span(self, segment_len: int) -> int:
         """Tokens of context that fully determine a segment's outputs (see the decoder)."""

@@ -1,0 +1,203 @@
+"""Compositional code compression of lookup tables (Shu & Nakayama, ICLR 2018), which the
+paper applies to DeFINE and to standard embeddings in Table 5 (section 4.3, "32 x 16
+coding").
+
+Row w of a table E [V, d] is stored as M codes c_w in {0..K-1} (M log2 K bits) and rebuilt
+as the sum of one vector from each of M codebooks A [M, K, d]: E'_w = sum_i A_i[c_w,i].
+The codes are learned by the paper's autoencoder (a Gumbel-softmax code layer between a
+tanh encoder and the codebooks, trained to reconstruct E); the codebooks are then refitted
+to the final codes by least squares, their exact optimum for those codes.
+
+``CompositionalEmbedding`` is a drop-in ``nn.Embedding``: lookups and ``.weight`` (for a
+softmax tied to the table) decode on the fly. ``compress_embeddings`` replaces every table
+of a model; ``restore_compressed_embeddings`` rebuilds that layout from a state dict when a
+compressed checkpoint is loaded.
+"""
+
+import logging
+import math
+from typing import Dict, List, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+logger = logging.getLogger(__name__)
+
+
+class CompositionalEmbedding(nn.Module):
+    """An [V, d] table as codes [V, M] (uint8) and codebooks [M, K, d]."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, n_codebooks: int, n_codes: int, padding_idx=None):
+        super().__init__()
+        if not 2 <= n_codes <= 256:
+            raise ValueError(f"codes per codebook must be in 2..256 (stored as uint8), got {n_codes}")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.n_codebooks, self.n_codes, self.padding_idx = n_codebooks, n_codes, padding_idx
+        self.register_buffer("codes", torch.zeros(num_embeddings, n_codebooks, dtype=torch.uint8))
+        self.codebooks = nn.Parameter(torch.zeros(n_codebooks, n_codes, embedding_dim))
+        # flat row of codebook i, code c in codebooks.view(M * K, d)
+        self.register_buffer("_offsets", torch.arange(n_codebooks) * n_codes, persistent=False)
+
+    def _rows(self, ids: torch.Tensor) -> torch.Tensor:
+        flat = self.codes[ids].long() + self._offsets  # [*, M]
+        table = self.codebooks.view(-1, self.embedding_dim)  # [M * K, d]
+        return F.embedding(flat, table).sum(-2)  # [*, d]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._rows(tokens)  # [*, d]
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The decoded table [V, d] (for output layers tied to this table)."""
+        return self._rows(torch.arange(self.num_embeddings, device=self.codes.device))
+
+    def storage_bytes(self, packed: bool = True) -> int:
+        """Bytes of the codes (packed to log2 K bits each, or as stored) and codebooks."""
+        bits = math.ceil(math.log2(self.n_codes)) if packed else 8
+        codes = math.ceil(self.num_embeddings * self.n_codebooks * bits / 8)
+        return codes + self.codebooks.numel() * self.codebooks.element_size()
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}, codes={self.n_codebooks}x{self.n_codes}"
+
+
+class CodeLearner(nn.Module):
+    """Shu & Nakayama's autoencoder: e [B, d] -> tanh hidden (M K / 2) -> softplus
+    [B, M, K] -> Gumbel-softmax one-hots -> sum of codebook rows."""
+
+    def __init__(self, dim: int, n_codebooks: int, n_codes: int):
+        super().__init__()
+        self.M, self.K = n_codebooks, n_codes
+        hidden = max(n_codebooks * n_codes // 2, 1)
+        self.encoder = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, n_codebooks * n_codes), nn.Softplus())
+        self.codebooks = nn.Parameter(torch.randn(n_codebooks, n_codes, dim) * dim**-0.5)
+
+    def log_alpha(self, e):
+        return torch.log(self.encoder(e).view(-1, self.M, self.K) + 1e-8)  # [B, M, K]
+
+    def forward(self, e, tau: float = 1.0):
+        one_hot = F.gumbel_softmax(self.log_alpha(e), tau=tau, hard=False)  # [B, M, K]
+        return torch.einsum("bmk,mkd->bd", one_hot, self.codebooks)  # [B, d]
+
+    @torch.no_grad()
+    def codes(self, table, chunk: int = 8192):
+        return torch.cat([self.log_alpha(part).argmax(-1) for part in table.split(chunk)])  # [V, M]
+
+
+def fit_codebooks(table: torch.Tensor, codes: torch.Tensor, n_codes: int, ridge: float = 1e-6) -> torch.Tensor:
+    """Least-squares codebooks [M, K, d] for fixed codes [V, M]: min ||D A - E||^2 with D the
+    [V, M K] one-hot matrix, through the normal equations (D^T D is M K square)."""
+    V, M = codes.shape
+    D = F.one_hot(codes.long(), n_codes).view(V, M * n_codes).to(table.dtype)  # [V, M K]
+    gram = D.T @ D + ridge * torch.eye(M * n_codes, dtype=table.dtype)  # [M K, M K]
+    A = torch.linalg.lstsq(gram, D.T @ table).solution  # [M K, d]
+    return A.view(M, n_codes, -1)
+
+
+def learn_codes(table: torch.Tensor, n_codebooks: int = 32, n_codes: int = 16, steps: int = 2000,
+                batch_size: int = 128, lr: float = 1e-3, seed: int = 1, progress: bool = False) -> Tuple[torch.Tensor, torch.Tensor, float]:
+    """Codes [V, M] and codebooks [M, K, d] that reconstruct ``table`` [V, d]; returns them
+    with the relative reconstruction error ||E' - E|| / ||E||."""
+    table = table.detach().float().cpu()
+    V, d = table.shape
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        learner = CodeLearner(d, n_codebooks, n_codes)
+        opt = torch.optim.Adam(learner.parameters(), lr=lr)
+        iterator = range(steps)
+        if progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(iterator, desc=f"codes for [{V}, {d}]", unit="step")
+        for _ in iterator:
+            batch = table[torch.randint(V, (min(batch_size, V),), generator=gen)]  # [B, d]
+            loss = (learner(batch) - batch).pow(2).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        codes = learner.codes(table)  # [V, M]
+    codebooks = fit_codebooks(table.double(), codes, n_codes).float()
+    rebuilt = F.embedding(codes + torch.arange(n_codebooks) * n_codes, codebooks.view(-1, d)).sum(-2)
+    error = ((rebuilt - table).norm() / table.norm().clamp(min=1e-12)).item()
+    return codes.to(torch.uint8), codebooks, error
+
+
+def _replace_module(model: nn.Module, old: nn.Module, new: nn.Module) -> None:
+    """Put ``new`` wherever ``old`` is a child (a shared table has several parents)."""
+    for module in model.modules():
+        for name, child in list(module._modules.items()):
+            if child is old:
+                module._modules[name] = new
+
+
+class TiedLinear(nn.Module):
+    """An output projection tied to a compressed table: logits against its decoded rows."""
+
+    def __init__(self, table: CompositionalEmbedding):
+        super().__init__()
+        object.__setattr__(self, "table", table)  # registered (and saved) where the table lives
+
+    @property
+    def weight(self):
+        return self.table.weight
+
+    def forward(self, x):
+        return F.linear(x, self.table.weight)
+
+
+def _retie(model: nn.Module, old_weight: torch.Tensor, table: CompositionalEmbedding) -> None:
+    """Linear layers that shared the old table's weight now read the compressed table."""
+    for module in list(model.modules()):
+        for name, child in list(module._modules.items()):
+            if isinstance(child, nn.Linear) and child.weight is old_weight:
+                if child.bias is not None:
+                    raise ValueError(f"cannot tie {name} (it has a bias) to a compressed table")
+                module._modules[name] = TiedLinear(table)
+
+
+def embedding_tables(model: nn.Module, min_rows: int = 2) -> Dict[str, nn.Embedding]:
+    """Every distinct lookup table of the model (shared ones once), by a path to it."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, nn.Embedding) and m.num_embeddings >= min_rows}
+
+
+def compress_embeddings(model: nn.Module, n_codebooks: int = 32, n_codes: int = 16, steps: int = 2000,
+                        progress: bool = False, **kwargs) -> List[dict]:
+    """Replace every lookup table of ``model`` by a compositional-code table; returns one
+    report per table (name, shape, bytes before/after, relative reconstruction error)."""
+    reports = []
+    for name, emb in embedding_tables(model).items():
+        codes, codebooks, error = learn_codes(emb.weight, n_codebooks, n_codes, steps, progress=progress, **kwargs)
+        table = CompositionalEmbedding(emb.num_embeddings, emb.embedding_dim, n_codebooks, n_codes, emb.padding_idx)
+        table.codes.copy_(codes)
+        table.codebooks.data.copy_(codebooks)
+        table = table.to(emb.weight.device)
+        _retie(model, emb.weight, table)
+        _replace_module(model, emb, table)
+        reports.append(dict(name=name, shape=tuple(emb.weight.shape), before=emb.weight.numel() * emb.weight.element_size(),
+                            after=table.storage_bytes(), error=error))
+        logger.info("%s [%d, %d]: relative reconstruction error %.4f", name, *emb.weight.shape, error)
+    return reports
+
+
+def restore_compressed_embeddings(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> int:
+    """Before loading a compressed checkpoint into a freshly built model: turn the tables
+    whose state is ``<path>.codes`` / ``<path>.codebooks`` into compressed ones. Returns how
+    many were restored."""
+    modules = dict(model.named_modules())
+    restored = 0
+    for key, codes in state_dict.items():
+        if not key.endswith(".codes"):
+            continue
+        path = key[: -len(".codes")]
+        emb = modules.get(path)
+        if not isinstance(emb, nn.Embedding):
+            continue
+        M, K = codes.size(1), state_dict[path + ".codebooks"].size(1)
+        table = CompositionalEmbedding(emb.num_embeddings, emb.embedding_dim, M, K, emb.padding_idx)
+        table = table.to(emb.weight.device)
+        _retie(model, emb.weight, table)
+        _replace_module(model, emb, table)
+        restored += 1
+    return restored

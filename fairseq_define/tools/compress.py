@@ -1,0 +1,86 @@
+"""fairseq-define-compress: store every lookup table of a trained checkpoint as
+compositional codes (Shu & Nakayama 2018; the paper's Table 5 uses 32 codebooks x 16 codes).
+
+    fairseq-define-compress --path checkpoints/checkpoint_best.pt --output compressed.pt [--cache-define]
+
+With ``--cache-define`` the DeFINE units are first replaced by cached tables (section 3.4),
+and those are compressed too; without it the units stay and read the decoded map tables.
+Output layers tied to a table read the decoded table. The result loads in fairseq-generate,
+-interactive, -eval-lm and the hub interface like any checkpoint (inference only).
+"""
+
+import argparse
+import logging
+import os
+import sys
+
+logger = logging.getLogger("fairseq_define.compress")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fairseq-define-compress", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--path", required=True, help="trained checkpoint")
+    parser.add_argument("--output", required=True, help="checkpoint to write (must not exist)")
+    parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    parser.add_argument("--codebooks", type=int, default=32, help="M: codebooks (codes per row); default 32")
+    parser.add_argument("--codes", type=int, default=16, help="K: codes per codebook, 2..256; default 16")
+    parser.add_argument("--steps", type=int, default=2000, help="autoencoder training steps per table (batches of 128 rows); default 2000")
+    parser.add_argument("--cache-define", action="store_true", help="cache the DeFINE units into tables first, and compress those too")
+    parser.add_argument("--seed", type=int, default=1, help="random seed of the code learning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    prog = parser.prog
+
+    from fairseq import checkpoint_utils
+
+    import fairseq_define  # noqa: F401
+    from fairseq_define.errors import cli_error
+    from fairseq_define.modules import DefineEmbedding, cache_define_tables
+    from fairseq_define.modules.compositional_codes import CompositionalEmbedding, compress_embeddings
+
+    def fail(message):
+        return cli_error(prog, message)
+
+    if os.path.exists(args.output):
+        return fail(f"{args.output} exists; choose a new file name (nothing is overwritten)")
+    if not 2 <= args.codes <= 256 or args.codebooks < 1 or args.steps < 0:
+        return fail("--codes must be in 2..256, --codebooks at least 1 and --steps at least 0")
+    try:
+        state = checkpoint_utils.safe_torch_load(args.path, map_location="cpu")
+        overrides = {"data": args.data} if args.data else {}
+        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    except checkpoint_utils.CheckpointLoadError as e:
+        return fail(e)
+    except FileNotFoundError as e:
+        return fail(f"{e}; pass --data with the directory holding the model's dict.*.txt")
+    model = models[0]
+    if any(isinstance(m, CompositionalEmbedding) for m in model.modules()):
+        return fail(f"{args.path} is already compressed")
+    model_cfg = state["cfg"]["model"]  # a Namespace (argparse models) or a dict
+    if args.cache_define:
+        if not any(isinstance(m, DefineEmbedding) for m in model.modules()):
+            return fail(f"{args.path} has no DeFINE units to cache; drop --cache-define")
+        cache_define_tables(model)
+        if isinstance(model_cfg, dict):
+            model_cfg["define_cached_table"] = True
+        else:
+            model_cfg.define_cached_table = True
+    model.eval()
+    reports = compress_embeddings(model, args.codebooks, args.codes, args.steps, progress=True, seed=args.seed)
+    if not reports:
+        return fail(f"{args.path} has no lookup tables to compress")
+    state["model"] = model.state_dict()
+    state["last_optimizer_state"] = None  # inference only
+    state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
+    checkpoint_utils.torch_persistent_save(state, args.output)
+    for r in reports:
+        logger.info("%-45s [%d, %d]  %8.2f MB -> %6.2f MB  relative error %.4f", r["name"], *r["shape"],
+                    r["before"] / 2**20, r["after"] / 2**20, r["error"])
+    before, after = sum(r["before"] for r in reports), sum(r["after"] for r in reports)
+    logger.info("wrote %s: look-up tables %.2f MB -> %.2f MB (%d x %d codes, log2(K)-bit packing)",
+                args.output, before / 2**20, after / 2**20, args.codebooks, args.codes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
