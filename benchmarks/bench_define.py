@@ -5,10 +5,12 @@
 
 1. unit: DeFINE unit forward+backward at the paper's shapes, as a fraction of the FLOP rate
    of torch.matmul forward+backward of comparable size on the same device (target >= 0.85).
-2. train: define_transformer training step (forward+backward) against the same model with a
-   projective map at equal n (target overhead <= 3%), and the unique-token path's gain.
+2. train: training step (forward+backward) of define_transformer, the AWD-LSTM and the
+   Transformer-XL with DeFINE against the same model with a projective map at equal n
+   (target overhead <= 3%), and the unique-token path's gain.
 3. inference: an embedding lookup through cached DeFINE tables against a plain embedding
-   table of the same size (target overhead <= 1%).
+   table of the same size, and a whole LSTM LM forward (eval-lm's work) with a cached
+   table against the same model with a plain nn.Embedding (target overhead <= 1%).
 4. params: define_transformer_wmt_en_de / transformer_wmt_en_de at a 32K vocabulary
    (target <= 0.74).
 Every ratio is printed with the machine it ran on.
@@ -119,6 +121,78 @@ def bench_train(min_run_time):
     print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
 
 
+def build_lm(arch, vocab, extra=()):
+    from fairseq import options
+    from fairseq.models import build_model
+
+    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+
+    parser = options.get_training_parser(default_task="language_modeling")
+    args = options.parse_args_and_arch(parser, ["-", "--task", "language_modeling", "--arch", arch, *extra])
+    d = dictionary_of_size(vocab)
+    torch.manual_seed(0)
+    return build_model(args, VocabularyOnlyTask(d, d))
+
+
+# (label, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row
+LM_VARIANTS = [
+    ("AWD-LSTM (Table 1c sizes), PTB vocabulary 10K", 10000, (20, 35), {
+        "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
+        "define": ("define_awd_lstm_ptb_define", []),
+        "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
+    }),
+    ("Transformer-XL n=128 (Table 2 sizes, 4 of 16 layers), WT-103 vocabulary", 267735, (8, 64), {
+        "projective": ("define_txl_wt103_projective_n128", ["--decoder-layers", "4"]),
+        "define": ("define_txl_wt103_define_n128", ["--decoder-layers", "4"]),
+        "define-plain": ("define_txl_wt103_define_n128", ["--decoder-layers", "4", "--define-token-path", "plain"]),
+    }),
+]
+
+
+def bench_lm_train(min_run_time):
+    for label, vocab, (B, T), variants in LM_VARIANTS:
+        print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
+        g = torch.Generator().manual_seed(0)
+        # Zipfian token ids, as in text (the unique-token path depends on repeats)
+        weights = 1.0 / torch.arange(1, vocab - 3, dtype=torch.float)
+        tokens = 4 + torch.multinomial(weights, B * (T + 1), replacement=True, generator=g).view(B, T + 1)
+
+        def make_step(model):
+            model.train()
+            softmax = model.decoder.adaptive_softmax
+
+            def step():
+                x, _ = model(tokens[:, :-1])
+                softmax.target_log_prob(x.reshape(-1, x.size(-1)), tokens[:, 1:].reshape(-1)).sum().backward()
+
+            return step
+
+        models = {name: build_lm(arch, vocab, extra) for name, (arch, extra) in variants.items()}
+        times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=5, min_run_time=min_run_time / 4)
+        base = times["projective"]
+        for name, t in times.items():
+            print(f"  {name:<14} {t * 1e3:8.1f} ms/step   ratio to projective {t / base:.3f}")
+        print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+
+
+def bench_lm_inference(min_run_time):
+    from fairseq_define.modules import cache_define_tables
+
+    print("\n3. LM forward at inference (AWD-LSTM + DeFINE, PTB sizes, 10x70 tokens): cached DeFINE table vs a plain nn.Embedding")
+    cached = build_lm("define_awd_lstm_ptb_define", 10000).eval()
+    cache_define_tables(cached)
+    plain = build_lm("define_awd_lstm_ptb_define", 10000).eval()
+    plain.load_state_dict(cached.state_dict(), strict=False)
+    table = torch.nn.Embedding(10000, 400, padding_idx=1)
+    table.weight.data.copy_(cached.decoder.embed_tokens.cached_table.weight)
+    plain.decoder.embed_tokens = table
+    tokens = torch.randint(4, 10000, (10, 70), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(cached(tokens)[0], plain(tokens)[0])
+        t = interleaved({"cached": lambda: cached(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
+    print(f"  cached {t['cached'] * 1e3:.2f} ms, plain {t['plain'] * 1e3:.2f} ms, ratio {t['cached'] / t['plain']:.3f}")
+
+
 def bench_inference(min_run_time):
     print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512)")
     cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
@@ -157,8 +231,10 @@ def main():
         bench_unit(args.device, dtype, args.min_run_time)
     if args.only in (None, 2):
         bench_train(args.min_run_time)
+        bench_lm_train(args.min_run_time)
     if args.only in (None, 3):
         bench_inference(args.min_run_time)
+        bench_lm_inference(args.min_run_time)
     if args.only in (None, 4):
         bench_params()
 

@@ -106,3 +106,18 @@ def test_define_transformer_output_projection_follows_the_compressed_map():
     with torch.no_grad():
         out, _ = model(src, torch.tensor([5, 5]), torch.randint(4, 60, (2, 4)))
     assert out.shape == (2, 4, 64) and torch.isfinite(out).all()
+
+
+def test_only_token_tables_that_shrink_are_compressed_and_padding_stays_zero():
+    from fairseq.modules import LearnedPositionalEmbedding
+
+    from fairseq_define.modules.compositional_codes import embedding_tables
+
+    model = torch.nn.Module()
+    model.tokens = torch.nn.Embedding(100, 16, padding_idx=1)
+    model.positions = LearnedPositionalEmbedding(100, 16, padding_idx=1)  # takes other arguments
+    model.narrow = torch.nn.Embedding(20, 2)  # 160 bytes; codes 30 + codebooks 256: larger
+    assert list(embedding_tables(model, 4, 8)) == ["tokens"]
+    compress_embeddings(model, n_codebooks=4, n_codes=8, steps=5)
+    assert isinstance(model.tokens, CompositionalEmbedding) and type(model.narrow) is torch.nn.Embedding
+    assert model.tokens(torch.tensor([1])).abs().sum() == 0 and model.tokens.weight[1].abs().sum() == 0

@@ -195,8 +195,7 @@ def test_averaged_sgd_is_sgd_then_the_mean_of_its_iterates_and_swaps_back():
     iterates = []
     for step in range(6):
         if step == 2:
-            opt.start_averaging()
-            iterates.append(w.detach().clone())  # the average starts at the current point
+            opt.start_averaging()  # the mean starts with the next iterate (torch's ASGD, t0=0)
         g = torch.randn(4)
         w.grad = g.clone()
         opt.step()
@@ -221,7 +220,8 @@ def test_nt_asgd_schedule_switches_when_validation_stops_improving():
     from fairseq_define.optim.nt_asgd_schedule import NTASGDSchedule, NTASGDScheduleConfig
 
     w = torch.nn.Parameter(torch.randn(3))
-    opt = FairseqNTASGD(NTASGDConfig(weight_decay=0.0, lr=[1.0], fp16=False, bf16=False), [w])
+    opt = FairseqNTASGD(NTASGDConfig(weight_decay=0.0, lr=[1.0], fp16=False, bf16=False, amp=False, use_bmuf=False,
+                                     zero_sharding="none", ddp_backend="pytorch_ddp"), [w])
     sched = NTASGDSchedule(NTASGDScheduleConfig(nonmono=2, lr=[1.0]), opt)
     for epoch, loss in enumerate([5.0, 4.0, 3.0, 3.5, 3.2], 1):
         sched.step(epoch, loss)
@@ -266,3 +266,21 @@ def test_every_named_architecture_trains_a_step_on_ptb(arch, shared_data):
     nll.backward()
     learning = [n for n, p in model.named_parameters() if "layers" in n or ".unit." in n]
     assert learning and all(model.get_parameter(n).grad is not None for n in learning)
+
+
+def test_extract_features_has_fairseqs_return_shape():
+    model = tiny_lstm(define_transform="define", define_out_dim=16)
+    features, extra = model.extract_features(torch.randint(4, 60, (2, 5)))
+    assert features.shape == (2, 5, 8) and extra["raw_output"].shape == (2, 5, 8)
+
+
+@pytest.mark.parametrize("flag", ["fp16", "amp", "use_bmuf", "zero_sharding"])
+def test_nt_asgd_refuses_what_it_cannot_average(flag):
+    from fairseq_define.errors import UserError
+    from fairseq_define.optim.nt_asgd import FairseqNTASGD, NTASGDConfig
+
+    cfg = dict(weight_decay=0.0, lr=[1.0], fp16=False, bf16=False, amp=False, use_bmuf=False,
+               zero_sharding="none", ddp_backend="pytorch_ddp")
+    cfg[flag] = "os" if flag == "zero_sharding" else True
+    with pytest.raises(UserError, match="nt_asgd"):
+        FairseqNTASGD(NTASGDConfig(**cfg), [torch.nn.Parameter(torch.zeros(2))])

@@ -4,8 +4,9 @@
 # small scale), trained with AWD-LSTM's loss (AR/TAR) and optimizer (NT-ASGD).
 #
 #   Command:   bash examples/lstm_ptb/run.sh         (after `make setup`; options below)
-#   Hardware:  2 CPU cores, no GPU: --minutes of training per model (default 8), capped
-#              at --epochs, plus about a minute of data preparation and evaluation each.
+#   Hardware:  2 CPU cores, no GPU: --updates per model (default 2000, 1.5 epochs of 20 x 35
+#              tokens; about 0.3 s each on an idle machine), capped by --minutes (default 30),
+#              plus a minute or two of data preparation and evaluation each.
 #   Expected:  a table of parameters and validation/test perplexity (fairseq-eval-lm, hidden
 #              state carried through the whole split) for define_lstm_small, n=128 -> m=256,
 #              2 LSTM layers of 512; the README lists what it printed here.
@@ -21,8 +22,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DATA="$ROOT/../shared/data/ptb"
 WORKDIR="$ROOT/work/lstm_ptb"
-MINUTES=8
-EPOCHS=40
+MINUTES=30
+UPDATES=2000
 URL="http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 
 usage() {
@@ -30,8 +31,8 @@ usage() {
   printf '%s\n' "Options:" \
     "  --data DIR        folder with ptb.{train,valid,test}.txt" \
     "  --workdir DIR     outputs (default work/lstm_ptb); reruns reuse finished steps" \
-    "  --minutes M       training time cap per model (default 8)" \
-    "  --epochs E        epoch cap per model (default 40)"
+    "  --updates U       training updates per model (default 2000)" \
+    "  --minutes M       training time cap per model (default 30)"
 }
 
 while [[ $# -gt 0 ]]; do
@@ -39,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --data) DATA="$2"; shift 2 ;;
     --workdir) WORKDIR="$2"; shift 2 ;;
     --minutes) MINUTES="$2"; shift 2 ;;
-    --epochs) EPOCHS="$2"; shift 2 ;;
+    --updates) UPDATES="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -74,7 +75,7 @@ train() {  # name, transform
   fairseq-train "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --arch define_lstm_small \
     --define-transform "$2" --tokens-per-sample 35 --batch-size 20 --criterion awd_lm_loss \
     --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --clip-norm 0.25 --nonmono 5 \
-    --max-epoch "$EPOCHS" --stop-time-hours "$(python3 -c "print($MINUTES/60)")" \
+    --max-update "$UPDATES" --stop-time-hours "$(python3 -c "print($MINUTES/60)")" \
     --cpu --save-dir "$dir" --no-epoch-checkpoints --log-format simple --log-interval 200 \
     --seed 1 2>&1 | tee "$dir/train.log"
   touch "$dir/done"

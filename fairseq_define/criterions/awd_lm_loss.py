@@ -10,6 +10,7 @@ logged ``loss`` and ``ppl`` are the NLL alone; ``ar`` and ``tar`` are logged bes
 
 from dataclasses import dataclass, field
 
+import torch
 from fairseq import metrics
 from fairseq.criterions import register_criterion
 from fairseq.criterions.cross_entropy import CrossEntropyCriterionConfig
@@ -36,7 +37,7 @@ class AWDLanguageModelLoss(ProjectedAdaptiveLoss):
         net_output = model(**sample["net_input"])
         nll, _ = self.compute_loss(model, net_output, sample, reduce=reduce)
         ntokens = sample["ntokens"]
-        ar = tar = nll.new_zeros(())
+        ar = tar = nll.new_zeros((), dtype=torch.float32)
         raw = net_output[1].get("raw_output") if isinstance(net_output[1], dict) else None
         if model.training and (self.alpha > 0 or self.beta > 0):
             if raw is None:
@@ -45,16 +46,18 @@ class AWDLanguageModelLoss(ProjectedAdaptiveLoss):
                     "output (--arch define_lstm_* / define_awd_lstm_*); use "
                     "--criterion projected_adaptive_loss for this model"
                 )
-            keep = sample["target"].ne(self.padding_idx).unsqueeze(-1).type_as(raw)  # [B, T, 1]
+            # in float32: sums over a batch overflow half precision
+            raw, out = raw.float(), net_output[0].float()
+            keep = sample["target"].ne(self.padding_idx).unsqueeze(-1).float()  # [B, T, 1]
             width = raw.size(-1)
             count = keep.sum().clamp(min=1) * width
             if self.alpha > 0:
-                ar = self.alpha * (net_output[0].pow(2) * keep).sum() / count
+                ar = self.alpha * (out.pow(2) * keep).sum() / count
             if self.beta > 0 and raw.size(1) > 1:
                 both = keep[:, 1:] * keep[:, :-1]  # [B, T-1, 1]
                 pairs = (both.sum() * width).clamp(min=1)
                 tar = self.beta * ((raw[:, 1:] - raw[:, :-1]).pow(2) * both).sum() / pairs
-        loss = nll + (ar + tar) * ntokens
+        loss = nll + ((ar + tar) * ntokens).to(nll.dtype)
         sample_size = sample["target"].size(0) if self.sentence_avg else ntokens
         logging_output = {
             "loss": nll.data,

@@ -20,33 +20,24 @@ Hidden states are carried from segment to segment with ``--task contiguous_lm`` 
 per stream, reset at a stream's first segment), as truncated BPTT.
 """
 
-import logging
-from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 import torch.nn as nn
 from fairseq.models import (
     FairseqIncrementalDecoder,
-    FairseqLanguageModel,
     register_model,
     register_model_architecture,
 )
 
-from ..modules.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
+from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from ..modules.define_config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
-    parse_int_list,
 )
-from ..modules.define_embedding import DefineEmbedding
-from ..param_report import log_parameter_distribution
-from .inference_tables import InferenceTablesMixin
-
-logger = logging.getLogger(__name__)
-
+from .define_lm import DefineLanguageModel, adaptive_map, define_on_map, set_defaults
 
 @dataclass
 class LSTMLMConfig(DefineConfig):
@@ -73,31 +64,19 @@ class LSTMLMConfig(DefineConfig):
 
 
 @register_model("define_lstm_lm", dataclass=LSTMLMConfig)
-class LSTMLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
+class LSTMLanguageModel(DefineLanguageModel):
+    config_class = LSTMLMConfig
+    model_name = "define_lstm_lm"
+
     @classmethod
-    def build_model(cls, cfg, task):
-        if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
-            name = getattr(cfg, "arch", None)
-            cfg = LSTMLMConfig.from_namespace(cfg)
-            cfg._name = name
-        dictionary = task.target_dictionary
-        n = cfg.define_map_dim
-        cutoff = parse_int_list(cfg.adaptive_cutoff, "--adaptive-cutoff") or []
-        # the map outputs n dims; bands narrower than n are projected to n (Table 1a)
-        adaptive = ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), n, cfg.div_val, n, cutoff)
-        if str(cfg.define_transform) == "none":
-            embed = adaptive
-        else:
-            out_dim = cfg.define_out_dim or n
-            embed = DefineEmbedding(cfg, len(dictionary), dictionary.pad(), out_dim, adaptive, 1.0)
+    def build_decoder(cls, cfg, dictionary):
         if cfg.lstm_layers < 1:
             raise DefineConfigError(f"--lstm-layers must be at least 1, got {cfg.lstm_layers}")
-        model = cls(LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive))
-        log_parameter_distribution(model, getattr(cfg, "_name", None) or "define_lstm_lm")
-        return model
-
-    def define_options(self):
-        return self.decoder.cfg
+        n = cfg.define_map_dim
+        # the map outputs n dims; bands narrower than n are projected to n (Table 1a)
+        adaptive = adaptive_map(cfg, dictionary, n)
+        embed = define_on_map(cfg, dictionary, adaptive, cfg.define_out_dim or n, 1.0)
+        return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
 
 class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):
@@ -132,14 +111,20 @@ class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):
         else:
             state = self._stream_state(stream, segment, prev_output_tokens.size(0))
             tokens = prev_output_tokens
-        x, raw, new_state = self.extract_features(tokens, state)
+        x, raw, new_state = self.run_layers(tokens, state)
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "hidden", new_state)
         elif stream is not None and segment is not None:
             self._stream_memory[stream] = (segment + 1, new_state)
         return x, {"attn": [None], "inner_states": None, "raw_output": raw}
 
-    def extract_features(self, tokens, state=None):
+    def extract_features(self, prev_output_tokens, **kwargs):
+        """fairseq's interface: (features [B, T, n], extra), from a zero state."""
+        x, raw, _ = self.run_layers(prev_output_tokens)
+        return x, {"attn": [None], "inner_states": None, "raw_output": raw}
+
+    def run_layers(self, tokens, state=None):
+        """(output after dropout [B, T, n], raw output of the last layer, new state)."""
         cfg, training = self.cfg, self.training
         x = self.embed_tokens(tokens)  # [B, T, m]
         x = embedding_dropout(tokens, x, len(self.dictionary), cfg.dropout_embedding, training)
@@ -170,19 +155,13 @@ class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):
 
 # -- named architectures ---------------------------------------------------------------
 
-def _set(args, **defaults):
-    for key, value in defaults.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-
-
 WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
              lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1)
 
 
 def _arch(name, doc, **defaults):
     def arch(args):
-        _set(args, **defaults)
+        set_defaults(args, **defaults)
 
     arch.__doc__ = doc
     register_model_architecture("define_lstm_lm", name)(arch)

@@ -14,9 +14,7 @@ Memory across batches needs contiguous segments in order: train and evaluate wit
 keeps one memory per stream and starts it empty at a stream's first segment.
 """
 
-import logging
 import math
-from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -24,19 +22,17 @@ import torch
 import torch.nn as nn
 from fairseq.models import (
     FairseqIncrementalDecoder,
-    FairseqLanguageModel,
     register_model,
     register_model_architecture,
 )
 from fairseq.modules import FairseqDropout
 from omegaconf import II
 
-from ..modules.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
+from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.define_config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
-    parse_int_list,
 )
 from ..modules.define_embedding import DefineEmbedding
 from ..modules.relative_attention import (
@@ -45,10 +41,8 @@ from ..modules.relative_attention import (
     init_transformer_xl_weights,
     relative_positions,
 )
-from ..param_report import log_parameter_distribution
-from .inference_tables import InferenceTablesMixin
+from .define_lm import DefineLanguageModel, adaptive_map, define_on_map, set_defaults
 
-logger = logging.getLogger(__name__)
 
 Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
 
@@ -91,36 +85,23 @@ class TransformerXLConfig(DefineConfig):
 
 
 @register_model("define_transformer_xl", dataclass=TransformerXLConfig)
-class TransformerXLLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
+class TransformerXLLanguageModel(DefineLanguageModel):
+    config_class = TransformerXLConfig
+    model_name = "define_transformer_xl"
+
     @classmethod
-    def build_model(cls, cfg, task):
-        if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
-            name = getattr(cfg, "arch", None)
-            cfg = TransformerXLConfig.from_namespace(cfg)
-            cfg._name = name
-        dictionary = task.target_dictionary
+    def build_decoder(cls, cfg, dictionary):
         d = cfg.decoder_embed_dim
         if d % 2:
             raise DefineConfigError(f"--decoder-embed-dim must be even (sinusoidal positions), got {d}")
-        cutoff = parse_int_list(cfg.adaptive_cutoff, "--adaptive-cutoff") or []
-        adaptive = ProjectedAdaptiveInput(
-            len(dictionary), dictionary.pad(), cfg.define_map_dim, cfg.div_val, d, cutoff
-        )
-        if str(cfg.define_transform) == "none":
-            embed = adaptive
-        else:
-            embed = DefineEmbedding(cfg, len(dictionary), dictionary.pad(), d, adaptive, math.sqrt(d))
-            if embed.embedding_dim != d:
-                raise DefineConfigError(
-                    f"the DeFINE unit outputs {embed.embedding_dim} dims but d_model is {d}; "
-                    f"leave --define-out-dim unset (or {d}) and drop --define-no-reduce"
-                )
-        model = cls(TransformerXLDecoder(cfg, dictionary, embed, adaptive))
-        log_parameter_distribution(model, getattr(cfg, "_name", None) or "define_transformer_xl")
-        return model
-
-    def define_options(self):
-        return self.decoder.cfg
+        adaptive = adaptive_map(cfg, dictionary, d)
+        embed = define_on_map(cfg, dictionary, adaptive, d, math.sqrt(d))
+        if embed.embedding_dim != d:
+            raise DefineConfigError(
+                f"the DeFINE unit outputs {embed.embedding_dim} dims but d_model is {d}; "
+                f"leave --define-out-dim unset (or {d}) and drop --define-no-reduce"
+            )
+        return TransformerXLDecoder(cfg, dictionary, embed, adaptive)
 
     def memory_span(self, segment_len: int) -> int:
         """Tokens of context that fully determine a segment's outputs (see the decoder)."""
@@ -241,12 +222,6 @@ class TransformerXLDecoder(FairseqIncrementalDecoder):
             )
 
 
-def _set(args, **defaults):
-    for key, value in defaults.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-
-
 WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
 D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)  # 10 heads of 41 (Table 2)
 
@@ -254,13 +229,13 @@ D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)  # 10 heads of 41
 @register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d410")
 def txl_wt103_standard_d410(args):
     """Table 2, Transformer-XL standard: 16 layers, d=410, inner 2100, n=d=410."""
-    _set(args, define_map_dim=410, **WT103)
+    set_defaults(args, define_map_dim=410, **WT103)
 
 
 @register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d384")
 def txl_wt103_standard_d384(args):
     """Table 2, standard at d=384 (inner 1920, 10 heads of 41), n=d=384."""
-    _set(args, define_map_dim=384, **D384, **WT103)
+    set_defaults(args, define_map_dim=384, **D384, **WT103)
 
 
 def _register_rows():
@@ -270,7 +245,7 @@ def _register_rows():
 
             def arch(args, n=n, kind=kind):
                 extra = dict(define_transform="define", define_expand_dim=4096, define_depth=3) if kind == "define" else {}
-                _set(args, define_map_dim=n, **D384, **WT103, **extra)
+                set_defaults(args, define_map_dim=n, **D384, **WT103, **extra)
 
             arch.__doc__ = (
                 f"Table 2, {kind} row at n={n}: adaptive input n={n} (div_val 1) projected to d=384"
@@ -286,7 +261,7 @@ _register_rows()
 def txl_small(args):
     """For the WikiText-2 run on a CPU: 4 layers, d=256 (4 heads of 64), inner 1024, n=128
     projected to 256, tgt_len = mem_len = 64."""
-    _set(
+    set_defaults(
         args, decoder_layers=4, decoder_embed_dim=256, decoder_attention_heads=4, decoder_head_dim=64,
         decoder_ffn_embed_dim=1024, define_map_dim=128, mem_len=64, adaptive_cutoff="4000,20000",
         define_expand_dim=1024, define_depth=3,
@@ -296,7 +271,7 @@ def txl_small(args):
 @register_model_architecture("define_transformer_xl", "define_txl_tiny")
 def txl_tiny(args):
     """For tests: 2 layers, d=32 (2 heads of 16), inner 64, n=16, mem_len 8."""
-    _set(
+    set_defaults(
         args, decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_head_dim=16,
         decoder_ffn_embed_dim=64, define_map_dim=16, mem_len=8, define_expand_dim=64, define_depth=3,
     )

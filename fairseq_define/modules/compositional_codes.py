@@ -40,17 +40,28 @@ class CompositionalEmbedding(nn.Module):
         self.register_buffer("_offsets", torch.arange(n_codebooks) * n_codes, persistent=False)
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
-        flat = self.codes[ids].long() + self._offsets  # [*, M]
-        table = self.codebooks.view(-1, self.embedding_dim)  # [M * K, d]
-        return F.embedding(flat, table).sum(-2)  # [*, d]
+        codes = self.codes[ids].long()  # [*, M]
+        out = self.codebooks[0][codes[..., 0]]  # [*, d]
+        for i in range(1, self.n_codebooks):  # one codebook at a time: peak memory [*, d]
+            out = out + self.codebooks[i][codes[..., i]]
+        if self.padding_idx is not None:
+            out = out.masked_fill(ids.eq(self.padding_idx).unsqueeze(-1), 0.0)  # as nn.Embedding's zero row
+        return out
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._rows(tokens)  # [*, d]
 
     @property
     def weight(self) -> torch.Tensor:
-        """The decoded table [V, d] (for output layers tied to this table)."""
-        return self._rows(torch.arange(self.num_embeddings, device=self.codes.device))
+        """The decoded table [V, d] (for output layers tied to this table); kept between
+        calls in evaluation, while the codebooks do not change."""
+        key = (self.codebooks._version, self.codebooks.device, self.codebooks.dtype)
+        if not self.training and not torch.is_grad_enabled() and getattr(self, "_decoded_key", None) == key:
+            return self._decoded
+        table = self._rows(torch.arange(self.num_embeddings, device=self.codes.device))
+        if not self.training and not torch.is_grad_enabled():
+            self._decoded, self._decoded_key = table, key
+        return table
 
     def storage_bytes(self, packed: bool = True) -> int:
         """Bytes of the codes (packed to log2 K bits each, or as stored) and codebooks."""
@@ -87,12 +98,22 @@ class CodeLearner(nn.Module):
 
 def fit_codebooks(table: torch.Tensor, codes: torch.Tensor, n_codes: int, ridge: float = 1e-6) -> torch.Tensor:
     """Least-squares codebooks [M, K, d] for fixed codes [V, M]: min ||D A - E||^2 with D the
-    [V, M K] one-hot matrix, through the normal equations (D^T D is M K square)."""
+    [V, M K] one-hot code matrix, through the normal equations. D is never built: D^T D
+    counts code pairs and D^T E sums rows by code (memory M K x (M K + d))."""
     V, M = codes.shape
-    D = F.one_hot(codes.long(), n_codes).view(V, M * n_codes).to(table.dtype)  # [V, M K]
-    gram = D.T @ D + ridge * torch.eye(M * n_codes, dtype=table.dtype)  # [M K, M K]
-    A = torch.linalg.lstsq(gram, D.T @ table).solution  # [M K, d]
-    return A.view(M, n_codes, -1)
+    K = n_codes
+    flat = codes.long() + torch.arange(M) * K  # [V, M]: column of each code in D
+    gram = torch.zeros(M * K, M * K, dtype=table.dtype)
+    for i in range(M):
+        for j in range(M):
+            pairs = torch.bincount(codes[:, i].long() * K + codes[:, j].long(), minlength=K * K)
+            gram[i * K:(i + 1) * K, j * K:(j + 1) * K] = pairs.view(K, K).to(table.dtype)
+    rhs = torch.zeros(M * K, table.size(1), dtype=table.dtype)
+    for i in range(M):
+        rhs.index_add_(0, flat[:, i], table)  # [M K, d]
+    gram += ridge * torch.eye(M * K, dtype=table.dtype)
+    A = torch.linalg.lstsq(gram, rhs).solution  # [M K, d]
+    return A.view(M, K, -1)
 
 
 def learn_codes(table: torch.Tensor, n_codebooks: int = 32, n_codes: int = 16, steps: int = 2000,
@@ -119,7 +140,7 @@ def learn_codes(table: torch.Tensor, n_codebooks: int = 32, n_codes: int = 16, s
             opt.step()
         codes = learner.codes(table)  # [V, M]
     codebooks = fit_codebooks(table.double(), codes, n_codes).float()
-    rebuilt = F.embedding(codes + torch.arange(n_codebooks) * n_codes, codebooks.view(-1, d)).sum(-2)
+    rebuilt = sum(codebooks[i][codes[:, i]] for i in range(n_codebooks))  # [V, d]
     error = ((rebuilt - table).norm() / table.norm().clamp(min=1e-12)).item()
     return codes.to(torch.uint8), codebooks, error
 
@@ -157,9 +178,20 @@ def _retie(model: nn.Module, old_weight: torch.Tensor, table: CompositionalEmbed
                 module._modules[name] = TiedLinear(table)
 
 
-def embedding_tables(model: nn.Module, min_rows: int = 2) -> Dict[str, nn.Embedding]:
-    """Every distinct lookup table of the model (shared ones once), by a path to it."""
-    return {name: m for name, m in model.named_modules() if isinstance(m, nn.Embedding) and m.num_embeddings >= min_rows}
+def embedding_tables(model: nn.Module, n_codebooks: int, n_codes: int) -> Dict[str, nn.Embedding]:
+    """The token tables of the model (shared ones once) that codes would make smaller.
+    Exactly ``nn.Embedding``: subclasses such as fairseq's learned positional embeddings take
+    other arguments and are not token tables."""
+    tables = {}
+    for name, m in model.named_modules():
+        if type(m) is not nn.Embedding:
+            continue
+        coded = CompositionalEmbedding(m.num_embeddings, m.embedding_dim, n_codebooks, n_codes).storage_bytes()
+        if coded < m.weight.numel() * m.weight.element_size():
+            tables[name] = m
+        else:
+            logger.info("%s [%d, %d]: kept as is (codes would not make it smaller)", name, *m.weight.shape)
+    return tables
 
 
 def compress_embeddings(model: nn.Module, n_codebooks: int = 32, n_codes: int = 16, steps: int = 2000,
@@ -167,7 +199,7 @@ def compress_embeddings(model: nn.Module, n_codebooks: int = 32, n_codes: int = 
     """Replace every lookup table of ``model`` by a compositional-code table; returns one
     report per table (name, shape, bytes before/after, relative reconstruction error)."""
     reports = []
-    for name, emb in embedding_tables(model).items():
+    for name, emb in embedding_tables(model, n_codebooks, n_codes).items():
         codes, codebooks, error = learn_codes(emb.weight, n_codebooks, n_codes, steps, progress=progress, **kwargs)
         table = CompositionalEmbedding(emb.num_embeddings, emb.embedding_dim, n_codebooks, n_codes, emb.padding_idx)
         table.codes.copy_(codes)
@@ -192,7 +224,7 @@ def restore_compressed_embeddings(model: nn.Module, state_dict: Dict[str, torch.
             continue
         path = key[: -len(".codes")]
         emb = modules.get(path)
-        if not isinstance(emb, nn.Embedding):
+        if type(emb) is not nn.Embedding:
             continue
         M, K = codes.size(1), state_dict[path + ".codebooks"].size(1)
         table = CompositionalEmbedding(emb.num_embeddings, emb.embedding_dim, M, K, emb.padding_idx)

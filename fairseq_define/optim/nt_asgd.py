@@ -9,8 +9,13 @@ also keeps the running mean of the iterates (ASGD with t0 = 0 and no decay, as A
 Validation and the checkpoints written after it use the averaged weights, as AWD-LSTM
 evaluates and saves them: ``--task contiguous_lm`` swaps them in at the start of each
 validation, and this optimizer swaps the SGD iterate back before the next training step
-(``zero_grad``, which fairseq calls before every forward). The iterate and the average are
-both in the optimizer state, so an interrupted run resumes exactly.
+(``zero_grad``, which fairseq calls before every training forward). The iterate and the
+average are both in the optimizer state, so a resumed run continues from the same point.
+Two consequences of fairseq's order of events: a checkpoint written without validation
+(``--disable-validation``, or a save interval shorter than the validation interval) holds
+the iterate; and fairseq steps the schedule after saving and not after a run's last epoch,
+so the trigger never sees the last validation of a run that stopped at ``--max-epoch``
+(a resumed run decides from the validations before it).
 """
 
 import logging
@@ -29,29 +34,26 @@ logger = logging.getLogger(__name__)
 
 
 class AveragedSGD(torch.optim.Optimizer):
-    """SGD whose ``start_averaging`` begins a uniform running mean of the iterates.
+    """SGD whose ``start_averaging`` begins a uniform running mean of the iterates that
+    follow (torch's ASGD with t0 = 0 and lambd = 0, as AWD-LSTM runs it).
 
     State: per parameter ``average`` (the mean) and, while the average is swapped into the
     parameters, ``iterate`` (the SGD point training continues from); per group
-    ``averaged_steps`` (0: plain SGD) and ``swapped``."""
+    ``averaging``, ``averaged_steps`` (iterates in the mean) and ``swapped``."""
 
     def __init__(self, params, lr: float, weight_decay: float = 0.0):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, averaged_steps=0, swapped=False))
+        defaults = dict(lr=lr, weight_decay=weight_decay, averaging=False, averaged_steps=0, swapped=False)
+        super().__init__(params, defaults)
         _INSTANCES.add(self)
 
     @property
     def averaging(self) -> bool:
-        return self.param_groups[0]["averaged_steps"] > 0
+        return bool(self.param_groups[0]["averaging"])
 
-    @torch.no_grad()
     def start_averaging(self) -> None:
-        """Switch to ASGD: the average starts at the current iterate."""
-        if self.averaging:
-            return
+        """Switch to ASGD: the mean starts with the next iterate."""
         for group in self.param_groups:
-            group["averaged_steps"] = 1
-            for p in group["params"]:
-                self.state[p]["average"] = p.detach().clone()
+            group["averaging"] = True
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -59,32 +61,38 @@ class AveragedSGD(torch.optim.Optimizer):
         self.use_iterate()
         for group in self.param_groups:
             lr, wd = group["lr"], group["weight_decay"]
-            averaging = group["averaged_steps"] > 0
-            if averaging:
+            if group["averaging"]:
                 group["averaged_steps"] += 1
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 p.add_(p.grad + wd * p if wd else p.grad, alpha=-lr)
-                if averaging:
-                    avg = self.state[p]["average"]
-                    avg.add_(p - avg, alpha=1.0 / group["averaged_steps"])  # mean of the iterates
+                if group["averaging"]:
+                    state = self.state[p]
+                    if "average" not in state:
+                        state["average"] = p.detach().clone()
+                    else:
+                        avg = state["average"]
+                        avg.add_(p - avg, alpha=1.0 / group["averaged_steps"])  # mean of the iterates
         return loss
 
     @torch.no_grad()
     def use_average(self) -> bool:
         """Put the averaged weights into the parameters (the iterate is kept); False while
         still in the SGD phase."""
-        if not self.averaging:
+        if not any(g["averaged_steps"] for g in self.param_groups):
             return False
         for group in self.param_groups:
             if group["swapped"]:
                 continue
             for p in group["params"]:
                 state = self.state[p]
+                if "average" not in state:  # a parameter that has had no gradient yet
+                    continue
                 state["iterate"] = p.detach().clone()
                 p.copy_(state["average"])
             group["swapped"] = True
+        self.validated_average = True
         return True
 
     @torch.no_grad()
@@ -94,7 +102,8 @@ class AveragedSGD(torch.optim.Optimizer):
             if not group["swapped"]:
                 continue
             for p in group["params"]:
-                p.copy_(self.state[p].pop("iterate"))
+                if "iterate" in self.state[p]:
+                    p.copy_(self.state[p].pop("iterate"))
             group["swapped"] = False
 
 
@@ -117,16 +126,26 @@ class NTASGDConfig(FairseqDataclass):
     lr: List[float] = II("optimization.lr")
     fp16: bool = II("common.fp16")
     bf16: bool = II("common.bf16")
+    amp: bool = II("common.amp")
+    use_bmuf: bool = II("optimization.use_bmuf")
+    zero_sharding: str = II("distributed_training.zero_sharding")
+    ddp_backend: str = II("distributed_training.ddp_backend")
 
 
 @register_optimizer("nt_asgd", dataclass=NTASGDConfig)
 class FairseqNTASGD(FairseqOptimizer):
     def __init__(self, cfg: NTASGDConfig, params):
         super().__init__(cfg)
-        if cfg.fp16 or cfg.bf16:
+        if cfg.fp16 or cfg.bf16 or cfg.amp:
             raise UserError(
-                "--optimizer nt_asgd trains in float32 (as AWD-LSTM): drop --fp16/--bf16, or "
-                "use --optimizer sgd"
+                "--optimizer nt_asgd trains in float32 (as AWD-LSTM): drop --fp16/--bf16/--amp, "
+                "or use --optimizer sgd"
+            )
+        if cfg.use_bmuf or str(cfg.zero_sharding) != "none" or str(cfg.ddp_backend) == "fully_sharded":
+            raise UserError(
+                "--optimizer nt_asgd keeps the average of every parameter in one optimizer: it "
+                "works with data-parallel training (pytorch_ddp, legacy_ddp, c10d), not with "
+                "--use-bmuf, --zero-sharding or --ddp-backend fully_sharded"
             )
         self._optimizer = AveragedSGD(params, **self.optimizer_config)
 

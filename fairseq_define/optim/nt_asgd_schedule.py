@@ -46,6 +46,14 @@ class NTASGDSchedule(FairseqLRScheduler):
 
     def step(self, epoch, val_loss=None):
         super().step(epoch, val_loss)
+        inner = self.optimizer.optimizer  # the AveragedSGD
+        if val_loss is not None and inner.averaging and not getattr(inner, "validated_average", False) \
+                and any(g["averaged_steps"] for g in inner.param_groups):
+            logger.warning(
+                "NT-ASGD is averaging, but this validation (and the checkpoint saved after it) "
+                "used the SGD iterate: the averaged weights are swapped in by --task contiguous_lm"
+            )
+        inner.validated_average = False
         if val_loss is not None:
             k = self.cfg.nonmono
             stalled = k == 0 or (len(self.history) > k and val_loss > min(self.history[:-k]))

@@ -13,8 +13,10 @@ equal lengths, the remainder of the stream dropped, as in the reference code.
 Evaluation (validation, fairseq-eval-lm): every token of the split but the first is scored
 exactly once. Row r scores a contiguous run of whole segments of the single stream and is
 first fed, unscored, the ``--eval-context`` tokens that precede it. With the default (the
-model's memory span) each scored token sees exactly the computation it would see in one
-stream, so the perplexity does not depend on the batch size.
+model's memory span) each scored token of a Transformer-XL sees exactly the computation it
+would see in one stream, so the perplexity does not depend on the batch size. An LSTM's
+state depends on all the text before it: it is exact with ``--batch-size 1`` (as AWD-LSTM
+evaluates); with more rows each row starts from a zero state after its context.
 """
 
 import logging

@@ -11,7 +11,6 @@ does the same in memory at load time.
 
 import argparse
 import logging
-import os
 import sys
 
 logger = logging.getLogger("fairseq_define.cache_tables")
@@ -26,39 +25,22 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog
 
-    from fairseq import checkpoint_utils
-
     import fairseq_define  # noqa: F401
-    from fairseq_define.errors import cli_error
+    from fairseq_define.errors import UserError, cli_error
     from fairseq_define.modules import DefineEmbedding, cache_define_tables
 
-    def fail(message):
-        return cli_error(prog, message)
+    from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference
 
-    if os.path.exists(args.output):
-        return fail(f"{args.output} exists; choose a new file name (nothing is overwritten)")
     try:
-        state = checkpoint_utils.safe_torch_load(args.path, map_location="cpu")  # as fairseq wrote it
-        overrides = {"data": args.data} if args.data else {}
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
-    except checkpoint_utils.CheckpointLoadError as e:
-        return fail(e)
-    except FileNotFoundError as e:
-        return fail(f"{e}; pass --data with the directory holding the model's dict.*.txt")
-    model = models[0]
+        state, model = load_model_for_rewrite(args.path, args.output, args.data)
+        if not any(isinstance(m, DefineEmbedding) for m in model.modules()):
+            raise UserError(f"{args.path} has no DeFINE embeddings to cache")
+    except UserError as e:
+        return cli_error(prog, e)
     units = sum(p.numel() for m in model.modules() if isinstance(m, DefineEmbedding) and m.unit is not None for p in m.unit.parameters())
-    if not any(isinstance(m, DefineEmbedding) for m in model.modules()):
-        return fail(f"{args.path} has no DeFINE embeddings to cache")
     table_bytes = cache_define_tables(model)
-    state["model"] = model.state_dict()
-    model_cfg = state["cfg"]["model"]  # a Namespace (argparse models) or a dict
-    if isinstance(model_cfg, dict):
-        model_cfg["define_cached_table"] = True
-    else:
-        model_cfg.define_cached_table = True
-    state["last_optimizer_state"] = None  # inference only: the units it refers to are gone
-    state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
-    checkpoint_utils.torch_persistent_save(state, args.output)
+    mark_cached_tables(state)
+    save_for_inference(state, model, args.output)
     logger.info(
         "wrote %s: DeFINE units (%.2fM parameters) replaced by cached tables of %.2f MB",
         args.output, units / 1e6, table_bytes / 2**20,

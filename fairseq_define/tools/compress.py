@@ -11,7 +11,6 @@ Output layers tied to a table read the decoded table. The result loads in fairse
 
 import argparse
 import logging
-import os
 import sys
 
 logger = logging.getLogger("fairseq_define.compress")
@@ -31,48 +30,31 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog
 
-    from fairseq import checkpoint_utils
-
     import fairseq_define  # noqa: F401
-    from fairseq_define.errors import cli_error
+    from fairseq_define.errors import UserError, cli_error
     from fairseq_define.modules import DefineEmbedding, cache_define_tables
     from fairseq_define.modules.compositional_codes import CompositionalEmbedding, compress_embeddings
 
-    def fail(message):
-        return cli_error(prog, message)
+    from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference
 
-    if os.path.exists(args.output):
-        return fail(f"{args.output} exists; choose a new file name (nothing is overwritten)")
-    if not 2 <= args.codes <= 256 or args.codebooks < 1 or args.steps < 0:
-        return fail("--codes must be in 2..256, --codebooks at least 1 and --steps at least 0")
     try:
-        state = checkpoint_utils.safe_torch_load(args.path, map_location="cpu")
-        overrides = {"data": args.data} if args.data else {}
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
-    except checkpoint_utils.CheckpointLoadError as e:
-        return fail(e)
-    except FileNotFoundError as e:
-        return fail(f"{e}; pass --data with the directory holding the model's dict.*.txt")
-    model = models[0]
-    if any(isinstance(m, CompositionalEmbedding) for m in model.modules()):
-        return fail(f"{args.path} is already compressed")
-    model_cfg = state["cfg"]["model"]  # a Namespace (argparse models) or a dict
+        if not 2 <= args.codes <= 256 or args.codebooks < 1 or args.steps < 0:
+            raise UserError("--codes must be in 2..256, --codebooks at least 1 and --steps at least 0")
+        state, model = load_model_for_rewrite(args.path, args.output, args.data)
+        if any(isinstance(m, CompositionalEmbedding) for m in model.modules()):
+            raise UserError(f"{args.path} is already compressed")
+        if args.cache_define and not any(isinstance(m, DefineEmbedding) for m in model.modules()):
+            raise UserError(f"{args.path} has no DeFINE units to cache; drop --cache-define")
+    except UserError as e:
+        return cli_error(prog, e)
     if args.cache_define:
-        if not any(isinstance(m, DefineEmbedding) for m in model.modules()):
-            return fail(f"{args.path} has no DeFINE units to cache; drop --cache-define")
         cache_define_tables(model)
-        if isinstance(model_cfg, dict):
-            model_cfg["define_cached_table"] = True
-        else:
-            model_cfg.define_cached_table = True
+        mark_cached_tables(state)
     model.eval()
     reports = compress_embeddings(model, args.codebooks, args.codes, args.steps, progress=True, seed=args.seed)
     if not reports:
-        return fail(f"{args.path} has no lookup tables to compress")
-    state["model"] = model.state_dict()
-    state["last_optimizer_state"] = None  # inference only
-    state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
-    checkpoint_utils.torch_persistent_save(state, args.output)
+        return cli_error(prog, f"{args.path} has no lookup tables to compress")
+    save_for_inference(state, model, args.output)
     for r in reports:
         logger.info("%-45s [%d, %d]  %8.2f MB -> %6.2f MB  relative error %.4f", r["name"], *r["shape"],
                     r["before"] / 2**20, r["after"] / 2**20, r["error"])

@@ -1,0 +1,59 @@
+"""What the DeFINE language models (Transformer-XL, LSTM) share: building from a dataclass
+config or a named architecture's Namespace, the adaptive map with DeFINE on top, the
+parameter report, and the load-time table handling."""
+
+from argparse import Namespace
+
+from fairseq.models import FairseqLanguageModel
+
+from ..modules.adaptive_io import ProjectedAdaptiveInput
+from ..modules.define_config import parse_int_list
+from ..modules.define_embedding import DefineEmbedding
+from ..param_report import log_parameter_distribution
+from .inference_tables import InferenceTablesMixin
+
+
+def set_defaults(args, **defaults):
+    """A named architecture: fill what the user did not set."""
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+def adaptive_map(cfg, dictionary, out_dim: int) -> ProjectedAdaptiveInput:
+    """The map: adaptive input of width n (``--define-map-dim``; bands n / div_val^i with
+    ``--adaptive-cutoff``), each band projected to ``out_dim`` where narrower."""
+    cutoff = parse_int_list(cfg.adaptive_cutoff, "--adaptive-cutoff") or []
+    return ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), cfg.define_map_dim, cfg.div_val, out_dim, cutoff)
+
+
+def define_on_map(cfg, dictionary, adaptive, out_dim: int, map_scale: float):
+    """The token embedding: the map alone (``--define-transform none``) or a DeFINE unit
+    reading the map's output."""
+    if str(cfg.define_transform) == "none":
+        return adaptive
+    return DefineEmbedding(cfg, len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
+
+
+class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
+    """Subclasses set ``config_class`` and ``model_name`` and implement ``build_decoder``."""
+
+    config_class = None
+    model_name = ""
+
+    @classmethod
+    def build_decoder(cls, cfg, dictionary):
+        raise NotImplementedError
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        if isinstance(cfg, Namespace):  # legacy path (named arch): fill the unset defaults
+            name = getattr(cfg, "arch", None)
+            cfg = cls.config_class.from_namespace(cfg)
+            cfg._name = name
+        model = cls(cls.build_decoder(cfg, task.target_dictionary))
+        log_parameter_distribution(model, getattr(cfg, "_name", None) or cls.model_name)
+        return model
+
+    def define_options(self):
+        return self.decoder.cfg

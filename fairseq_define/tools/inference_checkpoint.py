@@ -1,0 +1,43 @@
+"""Reading a trained checkpoint and writing an inference-only one, for the tools that
+rewrite a model's tables (fairseq-define-cache-tables, fairseq-define-compress)."""
+
+import os
+
+from ..errors import UserError
+
+
+def load_model_for_rewrite(path: str, output: str, data=None):
+    """(the checkpoint as fairseq wrote it, its model); refuses to overwrite ``output``."""
+    from fairseq import checkpoint_utils
+
+    if os.path.exists(output):
+        raise UserError(f"{output} exists; choose a new file name (nothing is overwritten)")
+    try:
+        state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
+        overrides = {"data": data} if data else {}
+        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    except checkpoint_utils.CheckpointLoadError as e:
+        raise UserError(str(e)) from None
+    except FileNotFoundError as e:
+        raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
+    return state, models[0]
+
+
+def mark_cached_tables(state) -> None:
+    """The model config says the checkpoint holds cached DeFINE tables, not units."""
+    model_cfg = state["cfg"]["model"]  # a Namespace (argparse models) or a dict
+    if isinstance(model_cfg, dict):
+        model_cfg["define_cached_table"] = True
+    else:
+        model_cfg.define_cached_table = True
+
+
+def save_for_inference(state, model, output: str) -> None:
+    """Write ``model``'s weights in ``state`` without what only training needs (the
+    optimizer state refers to parameters that may be gone; the data iterator)."""
+    from fairseq import checkpoint_utils
+
+    state["model"] = model.state_dict()
+    state["last_optimizer_state"] = None
+    state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
+    checkpoint_utils.torch_persistent_save(state, output)
