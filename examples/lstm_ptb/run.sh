@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # LSTM language model on Penn Treebank, on a CPU: the same small AWD-LSTM-style model with a
 # projective map, with HGT and with DeFINE at equal n (the comparison of Tables 1 and 6, at
-# small scale), trained with AWD-LSTM's loss (AR/TAR) and optimizer (NT-ASGD).
+# small scale), trained with AWD-LSTM's loss (AR/TAR) and optimizer (NT-ASGD, SGD at lr 30),
+# or with Adam (--optimizer adam).
 #
 #   Command:   bash examples/lstm_ptb/run.sh         (after `make setup`; options below)
 #   Hardware:  2 CPU cores, no GPU: --updates per model (default 2000, 1.5 epochs of 20 x 35
@@ -24,6 +25,7 @@ DATA="$ROOT/../shared/data/ptb"
 WORKDIR="$ROOT/work/lstm_ptb"
 MINUTES=30
 UPDATES=2000
+OPTIMIZER=nt_asgd
 URL="http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 
 usage() {
@@ -32,7 +34,8 @@ usage() {
     "  --data DIR        folder with ptb.{train,valid,test}.txt" \
     "  --workdir DIR     outputs (default work/lstm_ptb); reruns reuse finished steps" \
     "  --updates U       training updates per model (default 2000)" \
-    "  --minutes M       training time cap per model (default 30)"
+    "  --minutes M       training time cap per model (default 30)" \
+    "  --optimizer O     nt_asgd (AWD-LSTM: SGD lr 30, then averaging; default) or adam (lr 2e-3)"
 }
 
 while [[ $# -gt 0 ]]; do
@@ -41,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --workdir) WORKDIR="$2"; shift 2 ;;
     --minutes) MINUTES="$2"; shift 2 ;;
     --updates) UPDATES="$2"; shift 2 ;;
+    --optimizer) OPTIMIZER="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -65,16 +69,22 @@ if [[ ! -f "$BIN/test.bin" ]]; then
   rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 fi
 
+case "$OPTIMIZER" in
+  nt_asgd) OPTIM_ARGS=(--optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --clip-norm 0.25 --nonmono 5) ;;
+  adam) OPTIM_ARGS=(--optimizer adam --lr 2e-3 --clip-norm 0.25) ;;
+  *) echo "run.sh: --optimizer must be nt_asgd or adam, got $OPTIMIZER" >&2; exit 2 ;;
+esac
+
 USER_DIR="$ROOT/fairseq_define"
 train() {  # name, transform
   local name="$1" dir="$WORKDIR/$1"
   if [[ -f "$dir/done" ]]; then return; fi
   mkdir -p "$dir"
-  # AWD-LSTM's recipe (lr 30, clip 0.25, BPTT 35, batch 20, AR 2 / TAR 1, NT-ASGD), shortened;
+  # AWD-LSTM's recipe (clip 0.25, BPTT 35, batch 20, AR 2 / TAR 1, NT-ASGD at lr 30), shortened;
   # a rerun resumes from checkpoint_last.pt
   fairseq-train "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --arch define_lstm_small \
     --define-transform "$2" --tokens-per-sample 35 --batch-size 20 --criterion awd_lm_loss \
-    --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --clip-norm 0.25 --nonmono 5 \
+    "${OPTIM_ARGS[@]}" \
     --max-update "$UPDATES" --stop-time-hours "$(python3 -c "print($MINUTES/60)")" \
     --cpu --save-dir "$dir" --no-epoch-checkpoints --log-format simple --log-interval 200 \
     --seed 1 2>&1 | tee "$dir/train.log"
