@@ -36,9 +36,9 @@ def test_least_squares_codebooks_rebuild_a_representable_table_exactly():
     codes = torch.randint(0, 8, (300, 4))
     books = torch.randn(4, 8, 6, dtype=torch.float64)
     table = sum(books[m][codes[:, m]] for m in range(4))  # [300, 6]
-    fitted = fit_codebooks(table, codes, 8, ridge=0.0)
+    fitted = fit_codebooks(table, codes, 8, ridge=1e-9)
     rebuilt = sum(fitted[m][codes[:, m]] for m in range(4))
-    torch.testing.assert_close(rebuilt, table, atol=1e-8, rtol=1e-8)
+    torch.testing.assert_close(rebuilt, table, atol=1e-6, rtol=1e-6)
 
 
 def test_learned_codes_beat_random_codes_on_a_trained_table():

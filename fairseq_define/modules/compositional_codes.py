@@ -111,8 +111,10 @@ def fit_codebooks(table: torch.Tensor, codes: torch.Tensor, n_codes: int, ridge:
     rhs = torch.zeros(M * K, table.size(1), dtype=table.dtype)
     for i in range(M):
         rhs.index_add_(0, flat[:, i], table)  # [M K, d]
-    gram += ridge * torch.eye(M * K, dtype=table.dtype)
-    A = torch.linalg.lstsq(gram, rhs).solution  # [M K, d]
+    # D^T D is singular (each codebook's one-hot columns sum to the same all-ones column):
+    # the ridge makes it positive definite, so the solution is unique and stable
+    gram += max(ridge, 1e-9) * torch.eye(M * K, dtype=table.dtype)
+    A = torch.linalg.solve(gram, rhs)  # [M K, d]
     return A.view(M, K, -1)
 
 
