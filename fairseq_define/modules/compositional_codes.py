@@ -25,6 +25,13 @@ import torch.nn.functional as F
 logger = logging.getLogger(__name__)
 
 
+def coded_bytes(rows: int, dim: int, n_codebooks: int, n_codes: int, value_bytes: int = 4, packed: bool = True) -> int:
+    """Size of a [rows, dim] table as codes (log2 K bits each when packed, else a byte) and
+    codebooks [M, K, dim]."""
+    bits = math.ceil(math.log2(n_codes)) if packed else 8
+    return math.ceil(rows * n_codebooks * bits / 8) + n_codebooks * n_codes * dim * value_bytes
+
+
 class CompositionalEmbedding(nn.Module):
     """An [V, d] table as codes [V, M] (uint8) and codebooks [M, K, d]."""
 
@@ -36,8 +43,6 @@ class CompositionalEmbedding(nn.Module):
         self.n_codebooks, self.n_codes, self.padding_idx = n_codebooks, n_codes, padding_idx
         self.register_buffer("codes", torch.zeros(num_embeddings, n_codebooks, dtype=torch.uint8))
         self.codebooks = nn.Parameter(torch.zeros(n_codebooks, n_codes, embedding_dim))
-        # flat row of codebook i, code c in codebooks.view(M * K, d)
-        self.register_buffer("_offsets", torch.arange(n_codebooks) * n_codes, persistent=False)
 
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         codes = self.codes[ids].long()  # [*, M]
@@ -65,9 +70,8 @@ class CompositionalEmbedding(nn.Module):
 
     def storage_bytes(self, packed: bool = True) -> int:
         """Bytes of the codes (packed to log2 K bits each, or as stored) and codebooks."""
-        bits = math.ceil(math.log2(self.n_codes)) if packed else 8
-        codes = math.ceil(self.num_embeddings * self.n_codebooks * bits / 8)
-        return codes + self.codebooks.numel() * self.codebooks.element_size()
+        return coded_bytes(self.num_embeddings, self.embedding_dim, self.n_codebooks, self.n_codes,
+                           self.codebooks.element_size(), packed)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, codes={self.n_codebooks}x{self.n_codes}"
@@ -188,7 +192,7 @@ def embedding_tables(model: nn.Module, n_codebooks: int, n_codes: int) -> Dict[s
     for name, m in model.named_modules():
         if type(m) is not nn.Embedding:
             continue
-        coded = CompositionalEmbedding(m.num_embeddings, m.embedding_dim, n_codebooks, n_codes).storage_bytes()
+        coded = coded_bytes(m.num_embeddings, m.embedding_dim, n_codebooks, n_codes, m.weight.element_size())
         if coded < m.weight.numel() * m.weight.element_size():
             tables[name] = m
         else:
