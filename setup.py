@@ -22,8 +22,9 @@ setup(
         "subword-nmt",
         "sacremoses",
         "tqdm",
+        "matplotlib",
     ],
-    extras_require={"test": ["pytest", "hypothesis"], "plots": ["matplotlib"]},
+    extras_require={"test": ["pytest", "hypothesis"]},
     entry_points={
         "console_scripts": [
             "fairseq-define-patch-fairseq = fairseq_define_patch:main",
@@ -32,6 +33,7 @@ setup(
             "fairseq-define-average-checkpoints = fairseq_define.tools.average_checkpoints:main",
             "fairseq-define-cache-tables = fairseq_define.tools.cache_tables:main",
             "fairseq-define-compress = fairseq_define.tools.compress:main",
+            "fairseq-define-results = fairseq_define.tools.results:main",
         ]
     },
 )

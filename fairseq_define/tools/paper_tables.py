@@ -1,0 +1,196 @@
+"""The paper's result tables as data: for every row, the architecture that reproduces it, the
+extra training settings of its full-scale run and of its small CPU run, and the numbers the
+paper reports. The recipes in ``run_scripts/`` read their rows from here
+(``fairseq-define-results rows``) and the results tool prints our numbers beside these.
+
+Paper numbers are from the ICLR 2020 version: Tables 1a, 1c, 2a, 3, 5, 6, 7, 8 (parameters in
+millions; perplexity for the language models; BLEU for translation).
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str  # run directory name, unique in its table
+    label: str  # the paper's row label
+    arch: str  # registered architecture of the full-scale run
+    paper: Dict[str, Optional[float]]  # params (M), valid/test ppl, or bleu_newstest2014/2017
+    args: Tuple[str, ...] = ()  # extra fairseq-train arguments, full scale
+    small_args: Tuple[str, ...] = ()  # extra fairseq-train arguments of the small CPU run
+    small_arch: Optional[str] = None  # architecture of the small run (default: arch)
+    source: Optional[str] = None  # Table 5: the Table 2 row whose model is compressed
+    compressed: bool = False  # Table 5: evaluate the compressed model
+
+
+@dataclass(frozen=True)
+class Table:
+    id: str
+    title: str
+    task: str  # "lm" or "nmt"
+    dataset: str  # full-scale data (small mode: see run_scripts/)
+    metrics: Tuple[str, ...]  # the columns, in order
+    rows: Tuple[Row, ...] = field(default_factory=tuple)
+
+    def row(self, row_id: str) -> Row:
+        for r in self.rows:
+            if r.id == row_id:
+                return r
+        raise KeyError(f"Table {self.id} has no row {row_id!r}; rows: {', '.join(r.id for r in self.rows)}")
+
+
+def _ppl(params, valid, test):
+    return {"params": params, "valid_ppl": valid, "test_ppl": test}
+
+
+# -- LSTM on WikiText-103 (Tables 1a, 6, 7, 8). Small runs: WikiText-2, 2 LSTM layers of 256,
+# adaptive bands 2000/8000, n/8 and k/4 of the paper's sizes, the same depth N.
+_LSTM_SMALL = ("--lstm-layers", "2", "--lstm-hidden-dim", "256")
+_ADAPTIVE_SMALL = ("--adaptive-cutoff", "2000,8000")
+
+
+def _lstm_small(n: int, k: Optional[int] = None, adaptive: bool = True) -> Tuple[str, ...]:
+    dims = ("--define-map-dim", str(n // 8)) + (("--define-expand-dim", str(k // 4)) if k else ())
+    return _LSTM_SMALL + (_ADAPTIVE_SMALL if adaptive else ()) + dims
+
+
+TABLE_1A = Table(
+    "1a", "LSTM language model on WikiText-103 (Table 1a)", "lm", "wikitext-103",
+    ("params", "valid_ppl", "test_ppl"),
+    (
+        Row("r1_standard", "R1 Standard, n=256", "define_lstm_wt103_r1_standard", _ppl(92.17, 43.24, 44.12),
+            args=("--criterion", "cross_entropy"),  # a full softmax: no adaptive bands
+            small_args=_lstm_small(256, adaptive=False) + ("--criterion", "cross_entropy")),
+        Row("r2_adaptive", "R2 Adaptive, n=256", "define_lstm_wt103_r2_adaptive", _ppl(32.61, 43.49, 44.87),
+            small_args=_lstm_small(256)),
+        Row("r3_define_n256", "R3 Adaptive + DeFINE, N=3, n=256", "define_lstm_wt103_r3_define_n256",
+            _ppl(33.02, 39.99, 41.17), small_args=_lstm_small(256, 1024)),
+        Row("r4_define_n384", "R4 Adaptive + DeFINE, N=7, n=384", "define_lstm_wt103_r4_define_n384",
+            _ppl(40.46, 36.95, 38.01), small_args=_lstm_small(384, 1024)),
+        Row("r5_define_n512", "R5 Adaptive + DeFINE, N=11, n=512", "define_lstm_wt103_r5_define_n512",
+            _ppl(48.69, 34.94, 35.94), small_args=_lstm_small(512, 1024)),
+    ),
+)
+
+_T6 = (("linear", "Linear", 42.86, 39.89, 41.19), ("glt", "GLT", 39.69, 44.28, 45.63),
+       ("glt_shuffle", "GLT + Shuffle", 39.69, 44.08, 45.25), ("hgt", "HGT", 40.73, 39.79, 40.92),
+       ("define_nomix", "DeFINE (w/o mixer)", 40.89, 37.84, 38.91), ("define", "DeFINE", 40.89, 36.95, 38.01))
+TABLE_6 = Table(
+    "6", "Transformations in DeFINE, LSTM on WikiText-103, N=7, n=m=384, k=1024 (Table 6)", "lm",
+    "wikitext-103", ("params", "valid_ppl", "test_ppl"),
+    tuple(Row(t, label, f"define_lstm_wt103_t6_{t}", _ppl(p, v, te), small_args=_lstm_small(384, 1024)
+              + (("--define-max-groups", "2") if t.startswith("glt") else ()))
+          for t, label, p, v, te in _T6),
+)
+
+_T7 = ((3, 256, ((1024, 33.02, 39.99, 41.17), (1536, 33.15, 40.08, 41.25), (2048, 33.29, 40.23, 41.37))),
+       (7, 384, ((1024, 40.73, 36.95, 38.01), (1536, 41.86, 36.85, 37.81), (2048, 43.19, 36.95, 37.84))),
+       (11, 512, ((1024, 49.55, 34.94, 35.94), (1536, 52.02, 35.25, 35.98), (2048, 55.02, 35.00, 35.92))))
+TABLE_7 = Table(
+    "7", "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)", "lm", "wikitext-103",
+    ("params", "valid_ppl", "test_ppl"),
+    tuple(Row(f"n{N}_k{k}", f"N={N}, n=m={n}, k={k}", f"define_lstm_wt103_t7_n{N}_k{k}", _ppl(p, v, te),
+              small_args=_lstm_small(n, k))
+          for N, n, rows in _T7 for k, p, v, te in rows),
+)
+
+TABLE_8 = Table(
+    "8", "Skip connections and the Reduce step, LSTM on WikiText-103, N=7, n=384 (Table 8)", "lm",
+    "wikitext-103", ("params", "valid_ppl", "test_ppl"),
+    (
+        Row("residual", "8a DeFINE + residual connections", "define_lstm_wt103_t8_residual",
+            _ppl(41.63, 38.96, 40.03), small_args=_lstm_small(384, 1024)),
+        Row("define", "8a/8b DeFINE (MER)", "define_lstm_wt103_t6_define", _ppl(40.89, 36.95, 38.01),
+            small_args=_lstm_small(384, 1024)),
+        Row("no_reduce", "8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", _ppl(43.91, 37.19, 38.34),
+            small_args=_lstm_small(384, 1024)),
+    ),
+)
+
+# -- AWD-LSTM on PTB (Table 1c). Small: 2 layers of 256, n=128 (AWD) or n=32 -> m=128 (DeFINE).
+TABLE_1C = Table(
+    "1c", "AWD-LSTM on Penn Treebank, no finetuning (Table 1c)", "lm", "ptb",
+    ("params", "valid_ppl", "test_ppl"),
+    (
+        Row("awd_lstm", "AWD-LSTM (Merity et al., 2018b)", "define_awd_lstm_ptb", _ppl(24.0, 61.2, 58.8),
+            small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "128")),
+        Row("awd_lstm_define", "AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", _ppl(20.0, 56.5, 54.2),
+            small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "32",
+                        "--define-expand-dim", "256", "--define-out-dim", "128")),
+    ),
+)
+
+# -- Transformer-XL on WikiText-103 (Table 2a). Small: WikiText-2, 2 layers, d=64 (2 heads of 32),
+# inner 256, memory 32, bands 2000/8000; n scaled by 1/6 (384 -> 64), k 4096 -> 512.
+_TXL_SMALL = ("--decoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-attention-heads", "2",
+              "--decoder-head-dim", "32", "--decoder-ffn-embed-dim", "256", "--mem-len", "32",
+              "--adaptive-cutoff", "2000,8000")
+_TXL_N = {410: 64, 384: 64, 256: 48, 128: 24, 64: 12}
+
+
+def _txl_small(n: int, define: bool = False) -> Tuple[str, ...]:
+    return _TXL_SMALL + ("--define-map-dim", str(_TXL_N[n])) + (("--define-expand-dim", "512") if define else ())
+
+
+_T2 = (("standard_d384", "Standard, n=384", "define_txl_wt103_standard_d384", 384, False, 139.33, 26.10, 27.06),
+       ("define_n384", "DeFINE, n=384", "define_txl_wt103_define_n384", 384, True, 141.25, 23.59, 24.17),
+       ("projective_n256", "Projective, n=256", "define_txl_wt103_projective_n256", 256, False, 105.45, 27.18, 28.09),
+       ("define_n256", "DeFINE, n=256", "define_txl_wt103_define_n256", 256, True, 107.37, 24.81, 25.72),
+       ("projective_n128", "Projective, n=128", "define_txl_wt103_projective_n128", 128, False, 70.98, 28.06, 29.16),
+       ("define_n128", "DeFINE, n=128", "define_txl_wt103_define_n128", 128, True, 72.90, 25.43, 26.33),
+       ("projective_n64", "Projective, n=64", "define_txl_wt103_projective_n64", 64, False, 53.75, 32.94, 33.74),
+       ("define_n64", "DeFINE, n=64", "define_txl_wt103_define_n64", 64, True, 55.67, 28.03, 29.10))
+TABLE_2 = Table(
+    "2", "Transformer-XL on WikiText-103 (Table 2a)", "lm", "wikitext-103", ("params", "valid_ppl", "test_ppl"),
+    (Row("standard_d410", "Standard, n=d=410, inner 2100 (Dai et al.)", "define_txl_wt103_standard_d410",
+         _ppl(151.11, None, 24.03), small_args=_txl_small(410)[:-2] + ("--define-map-dim", "64",
+                                                                         "--decoder-ffn-embed-dim", "280")),)
+    + tuple(Row(i, label, arch, _ppl(p, v, t), small_args=_txl_small(n, d)) for i, label, arch, n, d, p, v, t in _T2),
+)
+
+# -- Compression (Table 5): Shu & Nakayama's 32 x 16 codes on three Table 2 models.
+TABLE_5 = Table(
+    "5", "Transformer-XL on WikiText-103 with and without compositional-code compression (Table 5)", "lm",
+    "wikitext-103", ("table_mb", "test_ppl"),
+    tuple(
+        Row(f"{src}{'_compressed' if comp else ''}", f"{label}, {'32 x 16 codes' if comp else 'uncompressed'}",
+            TABLE_2.row(src).arch, {"table_mb": mb, "test_ppl": ppl}, source=src, compressed=comp)
+        for src, label, rows in (
+            ("standard_d384", "Standard, n=384", ((False, 411, 27.06), (True, 21, 27.36))),
+            ("projective_n128", "Projective, n=128", ((False, 127, 29.16), (True, 21, 29.82))),
+            ("define_n128", "DeFINE, n=128", ((False, 127, 26.33), (True, 21, 26.03))),
+        )
+        for comp, mb, ppl in rows
+    ),
+)
+
+# -- Transformer NMT on WMT14 EN-DE (Table 3), without checkpoint averaging in the paper.
+# Small: 3+3 layers, d=128 (the tiny archs), trained on the EN-DE news proxy corpus.
+_NMT_TINY = ("--encoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--encoder-layers", "3",
+             "--encoder-attention-heads", "4", "--decoder-embed-dim", "128", "--decoder-ffn-embed-dim", "512",
+             "--decoder-layers", "3", "--decoder-attention-heads", "4")
+TABLE_3 = Table(
+    "3", "Transformer on WMT14 EN-DE, without checkpoint averaging (Table 3)", "nmt", "wmt14_en_de",
+    ("params", "bleu_newstest2014", "bleu_newstest2017"),
+    (
+        Row("transformer", "Transformer", "transformer_wmt_en_de",
+            {"params": 92.0, "bleu_newstest2014": 25.01, "bleu_newstest2017": 25.81},
+            small_arch="transformer", small_args=_NMT_TINY),
+        Row("transformer_define", "Transformer + DeFINE", "define_transformer_wmt_en_de",
+            {"params": 68.0, "bleu_newstest2014": 27.01, "bleu_newstest2017": 28.25},
+            small_arch="define_transformer_tiny"),
+    ),
+)
+
+TABLES: Dict[str, Table] = {t.id: t for t in (TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_5, TABLE_6, TABLE_7, TABLE_8)}
+
+
+def get_table(table_id: str) -> Table:
+    if table_id not in TABLES:
+        raise KeyError(f"no paper table {table_id!r}; tables: {', '.join(TABLES)}")
+    return TABLES[table_id]
+
+
+def rows(table_id: str) -> List[Row]:
+    return list(get_table(table_id).rows)

@@ -1,0 +1,266 @@
+# Shared by the paper recipes in run_scripts/: options, downloads with checksums, and the
+# train -> evaluate -> record loop over a table's rows. Sourced, not run.
+#
+# A recipe's rows, their architectures and the paper's numbers come from
+# fairseq_define/tools/paper_tables.py (`fairseq-define-results rows --table T [--small]`).
+set -euo pipefail
+
+RUN_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$RUN_SCRIPTS/.." && pwd)"
+USER_DIR="$ROOT/fairseq_define"
+SHARED_DATA="${FAIRSEQ_DEFINE_SHARED_DATA:-$ROOT/../shared/data}"
+# the project's environment (make setup), when there is one and it is not already active
+if [[ -x "$ROOT/.venv/bin/fairseq-train" && ":$PATH:" != *":$ROOT/.venv/bin:"* ]]; then
+  PATH="$ROOT/.venv/bin:$PATH"
+fi
+
+SCRIPT_NAME="$(basename "$0")"
+die() { echo "$SCRIPT_NAME: error: $*" >&2; exit 2; }
+step() { echo; echo "==> $*"; }
+minutes_to_hours() { python3 -c "import sys; print(float(sys.argv[1]) / 60)" "$1"; }
+
+require_commands() {
+  local c
+  for c in "$@"; do
+    command -v "$c" > /dev/null || die "command '$c' not found: run 'make setup' in $ROOT (or install this package) first"
+  done
+}
+require_commands fairseq-train fairseq-preprocess fairseq-define-results python3
+
+# fetch URL DEST: download once (resuming a partial file), failing clearly on a broken link
+fetch() {
+  local url="$1" dest="$2"
+  [[ -s "$dest" ]] && return 0
+  mkdir -p "$(dirname "$dest")"
+  echo "  downloading $url"
+  curl -fL --retry 3 --retry-delay 5 -C - -o "$dest.part" "$url" \
+    || die "download of $url failed (no network, or the link is broken). Fetch the file yourself into $dest, or pass the local files (see --help)"
+  mv "$dest.part" "$dest"
+}
+
+# check_sum FILE ALGO:HEX: refuse a corrupt or changed file (md5 or sha1)
+check_sum() {
+  local file="$1" algo="${2%%:*}" want="${2#*:}" got
+  got=$("${algo}sum" "$file" | cut -d' ' -f1)
+  [[ "$got" == "$want" ]] \
+    || die "checksum mismatch for $file: $algo $got, expected $want. The file is corrupt or not the published version; delete it and run again, or pass your own copy with --local"
+}
+
+# -- options shared by the table recipes -------------------------------------------------
+SMALL=0
+WORKDIR=""
+ROWS=""
+UPDATES=""
+MINUTES=""
+LOCAL_DATA=""
+MAX_EVAL_LINES=0
+EXTRA_TRAIN=()
+
+recipe_usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  cat <<EOF
+Options:
+  --small            the same pipeline on real data from ../shared/data with tiny models on a CPU
+  --rows "A B"       only these rows (ids: fairseq-define-results rows --table $TABLE)
+  --workdir DIR      outputs (default work/paper[_small]/table$TABLE); a rerun resumes training
+                     from checkpoint_last.pt and skips finished steps
+  --local DIR        data already on disk instead of downloading (see the data script's --help)
+  --updates U        training updates per row (small mode default: ${SMALL_UPDATES:-see script})
+  --minutes M        training time cap per row (small mode default: ${SMALL_MINUTES:-see script})
+  --max-eval-lines N evaluate on the first N lines of each split only (quick checks; the
+                     result is then not the paper's test set)
+  -- ARGS            extra fairseq-train arguments for every row
+EOF
+}
+
+parse_recipe_args() {
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --small) SMALL=1; shift ;;
+      --rows) ROWS="$2"; shift 2 ;;
+      --workdir) WORKDIR="$2"; shift 2 ;;
+      --local) LOCAL_DATA="$2"; shift 2 ;;
+      --updates) UPDATES="$2"; shift 2 ;;
+      --minutes) MINUTES="$2"; shift 2 ;;
+      --max-eval-lines) MAX_EVAL_LINES="$2"; shift 2 ;;
+      -h|--help) recipe_usage; exit 0 ;;
+      --) shift; EXTRA_TRAIN=("$@"); break ;;
+      *) die "unknown option '$1' (see --help)" ;;
+    esac
+  done
+  if [[ -z "$WORKDIR" ]]; then
+    WORKDIR="$ROOT/work/paper$([[ $SMALL == 1 ]] && echo _small)/table$TABLE"
+  fi
+  mkdir -p "$WORKDIR"
+  WORKDIR="$(cd "$WORKDIR" && pwd)"
+  MODE=$([[ $SMALL == 1 ]] && echo small || echo full)
+  if [[ $SMALL == 1 ]]; then
+    UPDATES="${UPDATES:-$SMALL_UPDATES}"
+    MINUTES="${MINUTES:-$SMALL_MINUTES}"
+    DEVICE_ARGS=(--cpu)
+    NUM_GPUS=1
+  else
+    NUM_GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+    [[ "$NUM_GPUS" -gt 0 ]] || die "the full-scale recipe needs CUDA GPUs (none visible); run with --small for the CPU check"
+    DEVICE_ARGS=()
+  fi
+  LIMIT_ARGS=()
+  [[ -n "$UPDATES" ]] && LIMIT_ARGS+=(--max-update "$UPDATES")
+  [[ -n "$MINUTES" ]] && LIMIT_ARGS+=(--stop-time-hours "$(minutes_to_hours "$MINUTES")")
+  return 0
+}
+
+# table_rows: "id|arch|args|source|compressed" for the selected rows; read them with
+# `while IFS='|' read -r id arch args source compressed` ('|' because a tab-separated empty
+# field would vanish in `read`)
+table_rows() {
+  local small=() line
+  [[ $SMALL == 1 ]] && small=(--small)
+  fairseq-define-results rows --table "$TABLE" "${small[@]}" | tr '\t' '|' | while IFS= read -r line; do
+    if [[ -z "$ROWS" || " $ROWS " == *" ${line%%|*} "* ]]; then printf '%s\n' "$line"; fi
+  done
+}
+
+check_rows_exist() {
+  local r ids
+  ids=$(fairseq-define-results rows --table "$TABLE" | cut -f1 | tr '\n' ' ')
+  for r in $ROWS; do
+    [[ " $ids " == *" $r "* ]] || die "Table $TABLE has no row '$r'; its rows: $ids"
+  done
+}
+
+# train_run DIR DATA_BIN ARCH [fairseq-train args...]: resumable; DIR/done marks a finished run
+train_run() {
+  local dir="$1" bin="$2" arch="$3"; shift 3
+  if [[ -f "$dir/done" ]]; then echo "  $(basename "$dir"): trained (delete $dir/done to train further)"; return 0; fi
+  mkdir -p "$dir"
+  [[ -f "$dir/checkpoint_last.pt" ]] && echo "  $(basename "$dir"): resuming from checkpoint_last.pt"
+  # json logs feed the results tool (curves); a rerun appends to the same log
+  fairseq-train "$bin" --user-dir "$USER_DIR" --arch "$arch" "$@" "${LIMIT_ARGS[@]}" "${DEVICE_ARGS[@]}" \
+    --save-dir "$dir" --log-format json --log-interval 100 --seed 1 "${EXTRA_TRAIN[@]}" \
+    >> "$dir/train.log" 2>&1 || die "fairseq-train failed for $(basename "$dir"); see $dir/train.log"
+  [[ -f "$dir/checkpoint_last.pt" ]] || die "fairseq-train wrote no checkpoint for $(basename "$dir"); see $dir/train.log"
+  grep -E '"valid_ppl"' "$dir/train.log" | tail -1 | sed 's/^/  last validation: /' | cut -c1-160 || true
+  touch "$dir/done"
+}
+
+# record DIR ROW METRIC=VALUE...: the row's result.json, read by `fairseq-define-results table`
+record() {
+  local dir="$1" row="$2"; shift 2
+  local metrics=() m
+  for m in "$@"; do metrics+=(--metric "$m"); done
+  fairseq-define-results record --table "$TABLE" --row "$row" --run-dir "$dir" --mode "$MODE" "${metrics[@]}"
+}
+
+# results: the markdown table (ours beside the paper's) and the validation curves (Figure 6)
+results() {
+  local curves=() id
+  while IFS='|' read -r id _; do
+    [[ -f "$WORKDIR/$id/train.log" ]] && grep -q '"valid_' "$WORKDIR/$id/train.log" && curves+=("$id=$WORKDIR/$id/train.log")
+  done < <(table_rows)
+  step "results (Table $TABLE, $MODE mode)"
+  fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md"
+  if [[ ${#curves[@]} -gt 0 && -n "${CURVE_METRIC:-}" ]]; then
+    fairseq-define-results curves --metric "$CURVE_METRIC" --title "Table $TABLE ($MODE): validation" \
+      --output "$WORKDIR/valid_curves.png" "${curves[@]}"
+  fi
+  echo "  written: $WORKDIR/results.md${CURVE_METRIC:+, $WORKDIR/valid_curves.png}"
+}
+
+# -- language-model tables -----------------------------------------------------------------
+# lm_family NAME: sets DATASET, DATA_DIR, PREP_ARGS, TRAIN_ARGS, EVAL_ARGS and CURVE_METRIC for
+# one model family, full scale or small (the hyper-parameters of the paper and its baselines;
+# small runs use Adam and short segments: a pipeline check, not a reproduction).
+lm_family() {
+  local gpus="$NUM_GPUS"
+  CURVE_METRIC=valid_ppl
+  EVAL_CHECKPOINT=checkpoint_best.pt  # the LSTMs: the best validated (NT-ASGD: averaged) weights
+  case "$1" in
+    lstm_wt103)  # Table 9: SGD lr 20, BPTT 140, batch 60, 20 epochs, lr / 10 from epoch 15
+      DATASET=wikitext-103
+      local lrs; lrs="$(printf '20,%.0s' $(seq 14))2"
+      TRAIN_ARGS=(--task contiguous_lm --criterion projected_adaptive_loss --clip-norm 0.25 --no-epoch-checkpoints)
+      if [[ $SMALL == 1 ]]; then
+        TRAIN_ARGS+=(--tokens-per-sample 35 --batch-size 20 --optimizer adam --lr 2e-3
+                     --validate-interval-updates $(( UPDATES / 5 )))
+      else
+        TRAIN_ARGS+=(--tokens-per-sample 140 --batch-size $(( 60 / gpus )) --optimizer sgd --lr "$lrs"
+                     --lr-scheduler fixed --max-epoch 20)
+      fi
+      EVAL_ARGS=(--batch-size 1) ;;  # the hidden state carried through the whole split
+    txl_wt103)  # Dai et al.'s base: Adam 2.5e-4, cosine over 200K steps, batch 60, tgt = mem = 150
+      DATASET=wikitext-103
+      EVAL_CHECKPOINT=checkpoint_last.pt  # the end of the cosine schedule, as Dai et al. evaluate
+      TRAIN_ARGS=(--task contiguous_lm --criterion projected_adaptive_loss --clip-norm 0.25 --no-epoch-checkpoints)
+      if [[ $SMALL == 1 ]]; then
+        TRAIN_ARGS+=(--tokens-per-sample 32 --batch-size 16 --optimizer adam --lr 1e-3
+                     --validate-interval-updates $(( UPDATES / 5 )))
+        EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 32, 'mem_len': 96, 'clamp_len': 96, 'same_length': True}")
+      else
+        TRAIN_ARGS+=(--tokens-per-sample 150 --batch-size $(( 60 / gpus )) --optimizer adam --lr 2.5e-4
+                     --lr-scheduler cosine --max-update 200000 --validate-interval-updates 4000
+                     --save-interval-updates 4000 --keep-interval-updates 1)
+        # Dai et al.'s evaluation: segments of 64, memory 640, clamp 400, same length
+        EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 64, 'mem_len': 640, 'clamp_len': 400, 'same_length': True}")
+      fi ;;
+    awd_ptb)  # AWD-LSTM: NT-ASGD at lr 30, BPTT 70, batch 20, clip 0.25, AR 2 / TAR 1, 500 epochs
+      DATASET=ptb
+      TRAIN_ARGS=(--task contiguous_lm --criterion awd_lm_loss --batch-size 20 --clip-norm 0.25 --no-epoch-checkpoints)
+      if [[ $SMALL == 1 ]]; then
+        # NT-ASGD's lr 30 in a few hundred updates collapses our DeFINE LSTM (README): Adam here
+        TRAIN_ARGS+=(--tokens-per-sample 35 --optimizer adam --lr 2e-3 --validate-interval-updates $(( UPDATES / 5 )))
+      else
+        TRAIN_ARGS+=(--tokens-per-sample 70 --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --nonmono 5
+                     --max-epoch 500 --distributed-world-size 1)
+      fi
+      EVAL_ARGS=(--batch-size 1) ;;
+    *) die "unknown model family $1" ;;
+  esac
+  if [[ $SMALL == 1 ]]; then
+    case "$DATASET" in
+      wikitext-103) DATA_DIR="$ROOT/work/paper_small/data/wikitext-2-head"
+                    PREP_ARGS=(--dataset wikitext-2 --local "$SHARED_DATA/wikitext-2" --head-train 6000 --head-eval "${HEAD_EVAL:-400}") ;;
+      ptb) DATA_DIR="$ROOT/work/paper_small/data/ptb"
+           PREP_ARGS=(--dataset ptb --local "$SHARED_DATA/ptb" --head-eval "${HEAD_EVAL:-600}") ;;
+    esac
+    [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
+  else
+    DATA_DIR="$ROOT/work/paper/data/$DATASET"
+    PREP_ARGS=(--dataset "$DATASET")
+    [[ -n "$LOCAL_DATA" ]] && PREP_ARGS+=(--local "$LOCAL_DATA")
+    [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
+  fi
+  return 0
+}
+
+# perplexity CKPT SPLIT: fairseq-eval-lm's perplexity of one split
+perplexity() {
+  local out
+  out=$(fairseq-eval-lm "$DATA_DIR/bin" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
+        --path "$1" "${EVAL_ARGS[@]}" "${DEVICE_ARGS[@]}" 2>&1) || { echo "$out" | tail -20 >&2; die "fairseq-eval-lm failed on $1"; }
+  echo "$out" | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p' | tail -1
+}
+
+# run_lm_table FAMILY: prepare the data, then train -> evaluate -> record every selected row
+run_lm_table() {
+  lm_family "$1"
+  check_rows_exist
+  step "Table $TABLE ($MODE): data ($DATASET$([[ $SMALL == 1 ]] && echo ", small: from $SHARED_DATA"))"
+  bash "$RUN_SCRIPTS/prepare_lm.sh" --out "$DATA_DIR" "${PREP_ARGS[@]}"
+  local id arch args _src _comp dir valid test ckpt
+  while IFS='|' read -r id arch args _src _comp; do
+    dir="$WORKDIR/$id"
+    step "Table $TABLE row $id: train $arch${args:+ $args}"
+    # shellcheck disable=SC2086  # the row's arguments are space-separated words
+    train_run "$dir" "$DATA_DIR/bin" "$arch" "${TRAIN_ARGS[@]}" $args
+    if [[ ! -f "$dir/result.json" ]]; then
+      ckpt="$dir/$EVAL_CHECKPOINT"
+      [[ -f "$ckpt" ]] || ckpt="$dir/checkpoint_last.pt"  # a run stopped before its first validation
+      valid=$(perplexity "$ckpt" valid)
+      test=$(perplexity "$ckpt" test)
+      echo "  perplexity: valid $valid, test $test"
+      record "$dir" "$id" "valid_ppl=$valid" "test_ppl=$test"
+    fi
+  done < <(table_rows)
+  results
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Every paper recipe in its small mode, then the figures: the whole pipeline of the paper
+# (data preparation, training, evaluation, results tables, plots) on real data from
+# ../shared/data with tiny models, on a CPU.
+#
+#   Command:   bash run_scripts/run_all_small.sh [--workdir DIR] [--updates U]
+#   Hardware:  2 CPU cores, about 75 minutes in all (the README lists each recipe's time).
+#   Output:    DIR/RESULTS.md (every table, ours beside the paper's), DIR/table*/valid_curves.png
+#              (validation perplexity against updates, paper Figure 6), DIR/figures/
+#              correlations_*.png (the correlation maps of paper Figures 4 and 7-11, from the
+#              small Table 2 models). DIR defaults to work/paper_small.
+set -euo pipefail
+TABLE=all
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+OUT="$ROOT/work/paper_small" PASS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workdir) OUT="$2"; shift 2 ;;
+    --updates|--minutes|--max-eval-lines) PASS+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+mkdir -p "$OUT/figures"
+
+for recipe in table3_transformer_wmt14 table1c_awd_lstm_ptb table2_txl_wt103 table5_compression \
+              table1a_lstm_wt103 table6_transformations table7_depth_width table8_connections; do
+  t=${recipe#table}; t=${t%%_*}
+  step "$recipe --small"
+  start=$SECONDS
+  extra=()
+  [[ $t == 5 ]] && extra=(--table2-workdir "$OUT/table2")
+  bash "$RUN_SCRIPTS/$recipe.sh" --small --workdir "$OUT/table$t" "${extra[@]}" "${PASS[@]+"${PASS[@]}"}"
+  echo "  $recipe: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s" | tee -a "$OUT/timings.txt"
+done
+
+step "figures: correlation maps (paper Figures 4, 7-11) of the small Table 2 models"
+for row in standard_d384 projective_n128 define_n128; do
+  fairseq-define-results correlations --path "$OUT/table2/$row/checkpoint_last.pt" \
+    --output "$OUT/figures/correlations_$row.png"
+done
+
+{
+  echo "# Paper tables, small mode ($(date -u +%Y-%m-%d), $(nproc) CPU cores)"
+  echo
+  echo "Tiny models on slices of real data: a check of the pipeline, not a reproduction."
+  for t in 1a 1c 2 3 5 6 7 8; do echo; cat "$OUT/table$t/results.md"; done
+} > "$OUT/RESULTS.md"
+echo; echo "written: $OUT/RESULTS.md, $OUT/table*/valid_curves.png, $OUT/figures/"
