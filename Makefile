@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PIP_CONSTRAINT := $(abspath constraints.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup check clean-venv
+.PHONY: demo test setup check recipes-small clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -17,6 +17,10 @@ test: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
+
+# every paper recipe (run_scripts/) in its small CPU mode, then the figures (~75 min here)
+recipes-small: $(STAMP)
+	PATH="$(BIN):$$PATH" bash run_scripts/run_all_small.sh $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check

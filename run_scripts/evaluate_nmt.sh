@@ -13,7 +13,7 @@
 #              ("sacrebleu X", "tok_bleu Y", "signature ..."), and the two scores on stdout.
 set -euo pipefail
 
-DATA="" CKPT="" SUBSET=test OUT_PREFIX="" CPU=() SRC=en TGT=de
+DATA="" CKPT="" SUBSET=test OUT_PREFIX="" CPU=() SRC=en TGT=de GEN_EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --data) DATA="$2"; shift 2 ;;
@@ -21,8 +21,10 @@ while [[ $# -gt 0 ]]; do
     --subset) SUBSET="$2"; shift 2 ;;
     --out) OUT_PREFIX="$2"; shift 2 ;;
     --cpu) CPU=(--cpu); shift ;;
+    --) shift; GEN_EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
-      echo "Options: --data DIR (prepare_wmt14_en_de.sh's --out), --checkpoint CKPT, --subset valid|test, --out PREFIX, --cpu"
+      echo "Options: --data DIR (prepare_wmt14_en_de.sh's --out), --checkpoint CKPT, --subset valid|test, --out PREFIX, --cpu,"
+      echo "         -- ARGS (extra fairseq-generate arguments, e.g. --max-len-a 1.2 --max-len-b 10)"
       exit 0 ;;
     *) echo "evaluate_nmt.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -37,7 +39,7 @@ REF="$DATA/raw/$SUBSET.$TGT"
 
 fairseq-generate "$DATA/bin" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET" \
   --source-lang "$SRC" --target-lang "$TGT" --beam 4 --lenpen 0.6 --max-tokens 4096 \
-  --remove-bpe "$(cat "$DATA/bin/remove_bpe.txt")" "${CPU[@]}" > "$OUT_PREFIX.gen" 2> "$OUT_PREFIX.gen.err" \
+  --remove-bpe "$(cat "$DATA/bin/remove_bpe.txt")" "${CPU[@]}" "${GEN_EXTRA[@]}" > "$OUT_PREFIX.gen" 2> "$OUT_PREFIX.gen.err" \
   || die "fairseq-generate failed; see $OUT_PREFIX.gen.err"
 grep '^H-' "$OUT_PREFIX.gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$OUT_PREFIX.hyp.tok"
 [[ $(wc -l < "$OUT_PREFIX.hyp.tok") == $(wc -l < "$REF") ]] \

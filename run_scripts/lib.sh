@@ -53,6 +53,7 @@ ROWS=""
 UPDATES=""
 MINUTES=""
 LOCAL_DATA=""
+DATA_ROOT=""
 MAX_EVAL_LINES=0
 EXTRA_TRAIN=()
 
@@ -65,6 +66,7 @@ Options:
   --workdir DIR      outputs (default work/paper[_small]/table$TABLE); a rerun resumes training
                      from checkpoint_last.pt and skips finished steps
   --local DIR        data already on disk instead of downloading (see the data script's --help)
+  --data-root DIR    where prepared data goes (default work/paper[_small]/data), shared by recipes
   --updates U        training updates per row (small mode default: ${SMALL_UPDATES:-see script})
   --minutes M        training time cap per row (small mode default: ${SMALL_MINUTES:-see script})
   --max-eval-lines N evaluate on the first N lines of each split only (quick checks; the
@@ -80,6 +82,7 @@ parse_recipe_args() {
       --rows) ROWS="$2"; shift 2 ;;
       --workdir) WORKDIR="$2"; shift 2 ;;
       --local) LOCAL_DATA="$2"; shift 2 ;;
+      --data-root) DATA_ROOT="$2"; shift 2 ;;
       --updates) UPDATES="$2"; shift 2 ;;
       --minutes) MINUTES="$2"; shift 2 ;;
       --max-eval-lines) MAX_EVAL_LINES="$2"; shift 2 ;;
@@ -88,12 +91,15 @@ parse_recipe_args() {
       *) die "unknown option '$1' (see --help)" ;;
     esac
   done
+  # (an `if`, not `$([[ ... ]] && echo)`: an assignment takes a failed substitution's status,
+  # which `set -e` turns into a silent exit)
+  if [[ $SMALL == 1 ]]; then MODE=small PAPER_DIR="$ROOT/work/paper_small"; else MODE=full PAPER_DIR="$ROOT/work/paper"; fi
   if [[ -z "$WORKDIR" ]]; then
-    WORKDIR="$ROOT/work/paper$([[ $SMALL == 1 ]] && echo _small)/table$TABLE"
+    WORKDIR="$PAPER_DIR/table$TABLE"
   fi
   mkdir -p "$WORKDIR"
   WORKDIR="$(cd "$WORKDIR" && pwd)"
-  MODE=$([[ $SMALL == 1 ]] && echo small || echo full)
+  DATA_ROOT="${DATA_ROOT:-$PAPER_DIR/data}"
   if [[ $SMALL == 1 ]]; then
     UPDATES="${UPDATES:-$SMALL_UPDATES}"
     MINUTES="${MINUTES:-$SMALL_MINUTES}"
@@ -136,9 +142,9 @@ train_run() {
   mkdir -p "$dir"
   [[ -f "$dir/checkpoint_last.pt" ]] && echo "  $(basename "$dir"): resuming from checkpoint_last.pt"
   # json logs feed the results tool (curves); a rerun appends to the same log
-  fairseq-train "$bin" --user-dir "$USER_DIR" --arch "$arch" "$@" "${LIMIT_ARGS[@]}" "${DEVICE_ARGS[@]}" \
-    --save-dir "$dir" --log-format json --log-interval 100 --seed 1 "${EXTRA_TRAIN[@]}" \
-    >> "$dir/train.log" 2>&1 || die "fairseq-train failed for $(basename "$dir"); see $dir/train.log"
+  fairseq-train "$bin" --user-dir "$USER_DIR" --arch "$arch" "$@" ${LIMIT_ARGS[@]+"${LIMIT_ARGS[@]}"} \
+    ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"} --save-dir "$dir" --log-format json --log-interval 100 --seed 1 \
+    ${EXTRA_TRAIN[@]+"${EXTRA_TRAIN[@]}"} < /dev/null >> "$dir/train.log" 2>&1 || die "fairseq-train failed for $(basename "$dir"); see $dir/train.log"
   [[ -f "$dir/checkpoint_last.pt" ]] || die "fairseq-train wrote no checkpoint for $(basename "$dir"); see $dir/train.log"
   grep -E '"valid_ppl"' "$dir/train.log" | tail -1 | sed 's/^/  last validation: /' | cut -c1-160 || true
   touch "$dir/done"
@@ -155,9 +161,9 @@ record() {
 # results: the markdown table (ours beside the paper's) and the validation curves (Figure 6)
 results() {
   local curves=() id
-  while IFS='|' read -r id _; do
+  while IFS='|' read -r id _ <&3; do
     [[ -f "$WORKDIR/$id/train.log" ]] && grep -q '"valid_' "$WORKDIR/$id/train.log" && curves+=("$id=$WORKDIR/$id/train.log")
-  done < <(table_rows)
+  done 3< <(table_rows)
   step "results (Table $TABLE, $MODE mode)"
   fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md"
   if [[ ${#curves[@]} -gt 0 && -n "${CURVE_METRIC:-}" ]]; then
@@ -173,18 +179,21 @@ results() {
 # small runs use Adam and short segments: a pipeline check, not a reproduction).
 lm_family() {
   local gpus="$NUM_GPUS"
+  # a global batch of 60 sequences split over the GPUs (rounded up when it does not divide)
+  local per_gpu=$(( (60 + gpus - 1) / gpus ))
+  [[ $SMALL == 1 || $(( 60 % gpus )) == 0 ]] || echo "  note: $gpus GPUs x $per_gpu sequences = $(( gpus * per_gpu )) a batch, not 60"
   CURVE_METRIC=valid_ppl
   EVAL_CHECKPOINT=checkpoint_best.pt  # the LSTMs: the best validated (NT-ASGD: averaged) weights
   case "$1" in
-    lstm_wt103)  # Table 9: SGD lr 20, BPTT 140, batch 60, 20 epochs, lr / 10 from epoch 15
+    lstm_wt103)  # Table 9: SGD lr 20, BPTT 140, batch 60, 20 epochs, lr / 10 after epoch 15
       DATASET=wikitext-103
-      local lrs; lrs="$(printf '20,%.0s' $(seq 14))2"
+      local lrs; lrs="$(printf '20,%.0s' $(seq 15))2"  # fixed schedule: one lr per epoch, the last repeats
       TRAIN_ARGS=(--task contiguous_lm --criterion projected_adaptive_loss --clip-norm 0.25 --no-epoch-checkpoints)
       if [[ $SMALL == 1 ]]; then
         TRAIN_ARGS+=(--tokens-per-sample 35 --batch-size 20 --optimizer adam --lr 2e-3
                      --validate-interval-updates $(( UPDATES / 5 )))
       else
-        TRAIN_ARGS+=(--tokens-per-sample 140 --batch-size $(( 60 / gpus )) --optimizer sgd --lr "$lrs"
+        TRAIN_ARGS+=(--tokens-per-sample 140 --batch-size "$per_gpu" --optimizer sgd --lr "$lrs"
                      --lr-scheduler fixed --max-epoch 20)
       fi
       EVAL_ARGS=(--batch-size 1) ;;  # the hidden state carried through the whole split
@@ -197,7 +206,7 @@ lm_family() {
                      --validate-interval-updates $(( UPDATES / 5 )))
         EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 32, 'mem_len': 96, 'clamp_len': 96, 'same_length': True}")
       else
-        TRAIN_ARGS+=(--tokens-per-sample 150 --batch-size $(( 60 / gpus )) --optimizer adam --lr 2.5e-4
+        TRAIN_ARGS+=(--tokens-per-sample 150 --batch-size "$per_gpu" --optimizer adam --lr 2.5e-4
                      --lr-scheduler cosine --max-update 200000 --validate-interval-updates 4000
                      --save-interval-updates 4000 --keep-interval-updates 1)
         # Dai et al.'s evaluation: segments of 64, memory 640, clamp 400, same length
@@ -218,14 +227,14 @@ lm_family() {
   esac
   if [[ $SMALL == 1 ]]; then
     case "$DATASET" in
-      wikitext-103) DATA_DIR="$ROOT/work/paper_small/data/wikitext-2-head"
+      wikitext-103) DATA_DIR="$DATA_ROOT/wikitext-2-head"
                     PREP_ARGS=(--dataset wikitext-2 --local "$SHARED_DATA/wikitext-2" --head-train 6000 --head-eval "${HEAD_EVAL:-400}") ;;
-      ptb) DATA_DIR="$ROOT/work/paper_small/data/ptb"
+      ptb) DATA_DIR="$DATA_ROOT/ptb"
            PREP_ARGS=(--dataset ptb --local "$SHARED_DATA/ptb" --head-eval "${HEAD_EVAL:-600}") ;;
     esac
     [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
   else
-    DATA_DIR="$ROOT/work/paper/data/$DATASET"
+    DATA_DIR="$DATA_ROOT/$DATASET"
     PREP_ARGS=(--dataset "$DATASET")
     [[ -n "$LOCAL_DATA" ]] && PREP_ARGS+=(--local "$LOCAL_DATA")
     [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
@@ -237,7 +246,7 @@ lm_family() {
 perplexity() {
   local out
   out=$(fairseq-eval-lm "$DATA_DIR/bin" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
-        --path "$1" "${EVAL_ARGS[@]}" "${DEVICE_ARGS[@]}" 2>&1) || { echo "$out" | tail -20 >&2; die "fairseq-eval-lm failed on $1"; }
+        --path "$1" "${EVAL_ARGS[@]}" ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"} 2>&1 < /dev/null) || { echo "$out" | tail -20 >&2; die "fairseq-eval-lm failed on $1"; }
   echo "$out" | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p' | tail -1
 }
 
@@ -245,10 +254,11 @@ perplexity() {
 run_lm_table() {
   lm_family "$1"
   check_rows_exist
-  step "Table $TABLE ($MODE): data ($DATASET$([[ $SMALL == 1 ]] && echo ", small: from $SHARED_DATA"))"
+  step "Table $TABLE ($MODE): data ($DATASET, from ${LOCAL_DATA:-$([[ $SMALL == 1 ]] && echo "$SHARED_DATA" || echo "the download")})"
   bash "$RUN_SCRIPTS/prepare_lm.sh" --out "$DATA_DIR" "${PREP_ARGS[@]}"
   local id arch args _src _comp dir valid test ckpt
-  while IFS='|' read -r id arch args _src _comp; do
+  # the rows come on fd 3: the commands in the loop must not read them from stdin
+  while IFS='|' read -r id arch args _src _comp <&3; do
     dir="$WORKDIR/$id"
     step "Table $TABLE row $id: train $arch${args:+ $args}"
     # shellcheck disable=SC2086  # the row's arguments are space-separated words
@@ -261,6 +271,6 @@ run_lm_table() {
       echo "  perplexity: valid $valid, test $test"
       record "$dir" "$id" "valid_ppl=$valid" "test_ppl=$test"
     fi
-  done < <(table_rows)
+  done 3< <(table_rows)
   results
 }

@@ -2,7 +2,7 @@
 # WMT14 English-German for Table 3, prepared as fairseq's prepare-wmt14en2de.sh does it:
 # Europarl v7 + Common Crawl + News Commentary v9 for training; the paper validates on
 # newstest2014 and tests on newstest2017 (Section 4.2). Punctuation normalised and tokenized
-# with sacremoses (aggressive hyphen splitting), training pairs cleaned by length (1-250
+# with sacremoses (aggressive hyphen splitting, Moses' escaping), training pairs cleaned by length (1-250
 # tokens) and length ratio (1.5), joint BPE learned with subword-nmt (or a joint
 # sentencepiece model), then `fairseq-preprocess --joined-dictionary`.
 #
@@ -19,7 +19,7 @@
 set -euo pipefail
 
 OUT="" TRAIN="" VALID="" TEST="" VALID_NAME=newstest2014 TEST_NAME=newstest2017
-BPE=subword-nmt BPE_OPS=40000 HEAD=0 HEAD_EVAL=0 WORKERS="$(nproc 2>/dev/null || echo 2)"
+BPE=subword-nmt BPE_OPS=40000 HEAD=0 HEAD_EVAL=0 HEAD_VALID=0 WORKERS="$(nproc 2>/dev/null || echo 2)"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
@@ -32,6 +32,7 @@ while [[ $# -gt 0 ]]; do
     --bpe-ops) BPE_OPS="$2"; shift 2 ;;
     --head) HEAD="$2"; shift 2 ;;
     --head-eval) HEAD_EVAL="$2"; shift 2 ;;
+    --head-valid) HEAD_VALID="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
       printf '%s\n' "Options:" \
@@ -42,6 +43,7 @@ while [[ $# -gt 0 ]]; do
         "  --bpe-ops N                merges (subword-nmt) or vocabulary size (sentencepiece); default 40000" \
         "  --head N                   keep the first N training pairs (small mode; 0 = all)" \
         "  --head-eval N              keep the first N valid/test pairs (quick checks only; 0 = all)" \
+        "  --head-valid N             keep the first N validation pairs (0 = all; --head-eval wins if smaller)" \
         "  --workers N                parallel processes"
       exit 0 ;;
     *) echo "prepare_wmt14_en_de.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -97,20 +99,24 @@ keep_head() {  # split, n
   [[ "$2" -gt 0 ]] || return 0
   for l in en de; do head -n "$2" "$RAW/$1.$l" > "$RAW/$1.$l.head"; mv "$RAW/$1.$l.head" "$RAW/$1.$l"; done
 }
-keep_head train "$HEAD"; keep_head valid "$HEAD_EVAL"; keep_head test "$HEAD_EVAL"
+keep_head train "$HEAD"; keep_head valid "$HEAD_VALID"; keep_head valid "$HEAD_EVAL"; keep_head test "$HEAD_EVAL"
 printf 'valid\t%s\t%s\ntest\t%s\t%s\n' "$VALID_NAME" "$(wc -l < "$RAW/valid.de")" "$TEST_NAME" "$(wc -l < "$RAW/test.de")" > "$OUT/splits.txt"
 for s in train valid test; do printf '  %-5s %9d pairs\n' "$s" "$(wc -l < "$RAW/$s.en")"; done
 
-step "2/5 normalize punctuation and tokenize (sacremoses, -a: aggressive hyphen splitting)"
+step "2/5 normalize punctuation and tokenize (sacremoses: -a aggressive hyphen splitting, -x XML escaping as Moses does)"
 for s in train valid test; do
   for l in en de; do
     [[ -s "$TOK/$s.$l" ]] && continue
-    sacremoses -q -l "$l" -j "$WORKERS" normalize < "$RAW/$s.$l" \
+    # control characters become spaces, as Moses' remove-non-printing-char.perl does
+    # (sacremoses' own -c would glue the words either side of a tab together)
+    python3 -c "import re, sys; [sys.stdout.write(re.sub(r'[\x00-\x1f\x7f-\x9f\u200b-\u200f\ufeff]', ' ', l.rstrip('\n')) + '\n') for l in sys.stdin]" < "$RAW/$s.$l" \
+      | sacremoses -q -l "$l" -j "$WORKERS" normalize \
       | sacremoses -q -l "$l" -j "$WORKERS" tokenize -a -x > "$TOK/$s.$l.tmp"
     mv "$TOK/$s.$l.tmp" "$TOK/$s.$l"
   done
 done
 
+# fairseq's script cleans after BPE; here the limits apply to Moses tokens (before BPE)
 step "3/5 clean training pairs: 1-250 tokens, length ratio <= 1.5"
 python3 - "$TOK/train" <<'EOF'
 import sys

@@ -3,7 +3,7 @@
 # and with DeFINE (n=128, k=1024, N=7, m=400; output tied at n=128).
 #
 #   Command:   bash run_scripts/table1c_awd_lstm_ptb.sh            (full scale, one GPU)
-#              bash run_scripts/table1c_awd_lstm_ptb.sh --small    (CPU check, ~3 minutes)
+#              bash run_scripts/table1c_awd_lstm_ptb.sh --small    (CPU check, ~4 minutes)
 #   Hardware:  full: one GPU, AWD-LSTM's recipe (NT-ASGD at lr 30, BPTT 70, batch 20, 500
 #              epochs), about a day. Small: 2 CPU cores, 300 Adam updates a row of 20 x 35
 #              tokens, 2 LSTM layers of 256, evaluated on the first 600 lines of valid/test.

@@ -4,7 +4,7 @@
 # d=410 model.
 #
 #   Command:   bash run_scripts/table2_txl_wt103.sh            (full scale, GPUs)
-#              bash run_scripts/table2_txl_wt103.sh --small    (CPU check, ~8 minutes)
+#              bash run_scripts/table2_txl_wt103.sh --small    (CPU check, ~11 minutes)
 #   Hardware:  full: 4 GPUs per row (batch 60 split across them), 200K updates, about 2-3 days
 #              a row on V100-class GPUs. Small: 2 CPU cores, 300 updates a row of 16 x 32
 #              tokens on WikiText-2's first 6,000 lines, 2 layers of d=64.

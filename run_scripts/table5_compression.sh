@@ -5,7 +5,7 @@
 # its n-dim map table is what is coded, as in the paper (127 MB -> 21 MB for every n=128 row).
 #
 #   Command:   bash run_scripts/table5_compression.sh            (after table2_txl_wt103.sh)
-#              bash run_scripts/table5_compression.sh --small    (CPU check, ~6 minutes; trains
+#              bash run_scripts/table5_compression.sh --small    (CPU check, ~5 minutes; trains
 #                                                                 the three small Table 2 rows
 #                                                                 first if they are missing)
 #   Hardware:  full: one GPU, 10-30 minutes of code learning per model plus evaluation.
@@ -30,26 +30,26 @@ while [[ $# -gt 0 ]]; do
 done
 parse_recipe_args "${ARGS[@]+"${ARGS[@]}"}"
 check_rows_exist
-T2DIR="${T2DIR:-$ROOT/work/paper$([[ $SMALL == 1 ]] && echo _small)/table2}"
+T2DIR="${T2DIR:-$PAPER_DIR/table2}"
 lm_family txl_wt103
 
 sources=()
-while IFS='|' read -r _id _arch _args src _comp; do
+while IFS='|' read -r _id _arch _args src _comp <&3; do
   [[ " ${sources[*]-} " == *" $src "* ]] || sources+=("$src")
-done < <(table_rows)
+done 3< <(table_rows)
 missing=()
 for src in "${sources[@]}"; do [[ -f "$T2DIR/$src/done" ]] || missing+=("$src"); done
 if [[ ${#missing[@]} -gt 0 ]]; then
   step "Table 5 needs Table 2's ${missing[*]}: training them"
-  t2=(--rows "${missing[*]}" --workdir "$T2DIR")
+  t2=(--rows "${missing[*]}" --workdir "$T2DIR" --data-root "$DATA_ROOT")
   [[ $SMALL == 1 ]] && t2+=(--small)
   [[ -n "$UPDATES" ]] && t2+=(--updates "$UPDATES")
   [[ -n "$MINUTES" ]] && t2+=(--minutes "$MINUTES")
   [[ $MAX_EVAL_LINES -gt 0 ]] && t2+=(--max-eval-lines "$MAX_EVAL_LINES")
-  bash "$RUN_SCRIPTS/table2_txl_wt103.sh" "${t2[@]}" -- "${EXTRA_TRAIN[@]}"
+  bash "$RUN_SCRIPTS/table2_txl_wt103.sh" "${t2[@]}" -- ${EXTRA_TRAIN[@]+"${EXTRA_TRAIN[@]}"}
 fi
 
-while IFS='|' read -r id _arch _args src comp; do
+while IFS='|' read -r id _arch _args src comp <&3; do
   dir="$WORKDIR/$id" ckpt="$T2DIR/$src/$EVAL_CHECKPOINT"
   [[ -f "$dir/result.json" ]] && continue
   mkdir -p "$dir"
@@ -57,7 +57,8 @@ while IFS='|' read -r id _arch _args src comp; do
   log="$WORKDIR/$src.compress.log" out="$WORKDIR/$src.compressed.pt"
   if [[ ! -f "$out" ]]; then
     step "Table 5: compress $src (32 x 16 codes, $STEPS steps per table)"
-    fairseq-define-compress --path "$ckpt" --output "$out.tmp" --steps "$STEPS" > "$log" 2>&1 \
+    rm -f "$out.tmp"
+    fairseq-define-compress --path "$ckpt" --output "$out.tmp" --steps "$STEPS" > "$log" 2>&1 < /dev/null \
       || { rm -f "$out.tmp"; die "fairseq-define-compress failed; see $log"; }
     mv "$out.tmp" "$out"
   fi
@@ -67,5 +68,5 @@ while IFS='|' read -r id _arch _args src comp; do
   ppl=$(perplexity "$path" test)
   echo "  $id: look-up tables $mb MB, test perplexity $ppl"
   record "$dir" "$id" "table_mb=$mb" "test_ppl=$ppl"
-done < <(table_rows)
+done 3< <(table_rows)
 results

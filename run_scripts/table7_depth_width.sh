@@ -3,7 +3,7 @@
 # DeFINE, LSTM language model on WikiText-103.
 #
 #   Command:   bash run_scripts/table7_depth_width.sh           (full scale, GPUs)
-#              bash run_scripts/table7_depth_width.sh --small   (CPU check, ~10 minutes)
+#              bash run_scripts/table7_depth_width.sh --small   (CPU check, ~12 minutes)
 #   Hardware:  full: one GPU per row, nine rows of 20 epochs (Table 1a's settings).
 #              Small: 2 CPU cores, 300 updates a row on WikiText-2's first 6,000 lines.
 #   Paper:     test perplexity N=3: 41.17 / 41.25 / 41.37; N=7: 38.01 / 37.81 / 37.84;

@@ -4,6 +4,7 @@ appendix B (Figures 4, 7-11)."""
 
 import json
 import os
+import shutil
 import numpy as np
 import pytest
 import torch
@@ -114,15 +115,6 @@ def test_bleu_curve_keeps_the_last_value_of_a_resumed_update(tmp_path):
     log = write_log(tmp_path / "nmt" / "train.log", NMT_BLEU_LOG)
     assert results.validation_curve(str(log), "valid_bleu") == [(130, 1.73), (260, 4.5)]
     assert results.parse_params(NMT_BLEU_LOG) is None
-
-
-def test_a_baseline_without_the_distribution_line_records_fairseqs_total():
-    lines = ["2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 3,031,424 (num. trained: 3,031,424)",
-             "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. expert model params: 0 (num. trained: 0)"]
-    assert results.parse_params(lines) == {"define": None, "context": None, "input_output": None, "total": 3.03}
-    # our models' own line wins over fairseq's count
-    ours = "x | INFO | fairseq_define.param_report | parameters (paper's distribution): a: DeFINE 0.11M | context model 1.39M | input-output 0.14M | total 1.63M"
-    assert results.parse_params(lines + [ours])["total"] == 1.63
 
 
 def test_a_validation_line_without_updates_takes_the_last_count_seen():
@@ -473,3 +465,19 @@ def test_plot_correlations_draws_each_map_in_its_panel(tmp_path):
         crop = image[350 - int(box.y1) + 2:350 - int(box.y0) - 2, int(box.x0) + 2:int(box.x1) - 2, :3]
         assert crop.shape[0] > 100 and crop.shape[1] > 100
         assert pixel_std(crop) > 0.05, ax.get_title()
+
+
+def test_record_counts_parameters_on_the_checkpoint_when_the_log_has_no_distribution(tiny_lm_checkpoint, tmp_path):
+    """fairseq's baselines log no distribution line: the record counts it on checkpoint_last.pt."""
+    from fairseq_define.param_report import parameter_distribution
+
+    path, model = tiny_lm_checkpoint
+    run = tmp_path / "awd_lstm"
+    run.mkdir()
+    shutil.copy(path, run / "checkpoint_last.pt")
+    (run / "train.log").write_text(
+        "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: 9,999,999)\n")
+    result = results.build_result("1c", "awd_lstm", str(run), metrics=["valid_ppl=100"])
+    expected = {k: round(v / 1e6, 2) for k, v in parameter_distribution(model).items()}
+    assert result["params"] == expected
+    assert 0 < result["params"]["total"] < 1  # the tiny model, not fairseq's 10M count

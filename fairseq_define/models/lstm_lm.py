@@ -155,8 +155,9 @@ class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):
 
 # -- named architectures ---------------------------------------------------------------
 
+# Table 9's WikiText-103 LSTM; dropouts as Merity et al. (2018a) use on WikiText-103
 WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
-             lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1)
+             lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1, dropout_input=0.1)
 
 
 def _arch(name, doc, **defaults):

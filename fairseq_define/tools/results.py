@@ -85,8 +85,6 @@ _PARAMS = re.compile(
     r"parameters \(paper's distribution\): (?:.*?: )?DeFINE ([0-9.]+)M \| context model ([0-9.]+)M "
     r"\| input-output ([0-9.]+)M \| total ([0-9.]+)M"
 )
-# fairseq's own count, the only one a baseline (e.g. --arch transformer) logs
-_FAIRSEQ_PARAMS = re.compile(r"num\. (?:shared )?model params: ([0-9,]+)")
 # num_updates 200 (simple), num_updates=200 (simple train_inner), "num_updates": "200" (json)
 _UPDATES = re.compile(r"num_updates\"?(?:\s*:\s*\"?|=|\s+)(\d+)")
 _JSON_STATS = re.compile(r"\|\s*([\w.-]+)\s*\|\s*(\{.*\})\s*$")
@@ -104,18 +102,22 @@ def _read_lines(path: str) -> List[str]:
 
 
 def parse_params(lines: Sequence[str]) -> Optional[Dict[str, float]]:
-    """The last "parameters (paper's distribution)" line, in millions; for a model without
-    one (a fairseq baseline), the total of fairseq's "num. shared model params" line; or None."""
-    found = fallback = None
+    """The last "parameters (paper's distribution)" line, in millions, or None."""
+    found = None
     for line in lines:
         m = _PARAMS.search(line)
         if m:
             found = dict(zip(("define", "context", "input_output", "total"), map(float, m.groups())))
-        m = _FAIRSEQ_PARAMS.search(line)
-        if m:
-            fallback = {"define": None, "context": None, "input_output": None,
-                        "total": round(int(m.group(1).replace(",", "")) / 1e6, 2)}
-    return found or fallback
+    return found
+
+
+def checkpoint_params(path: str) -> Dict[str, float]:
+    """The paper's distribution counted on a checkpoint's model, in millions: for fairseq's
+    own baselines, which log no distribution line (fairseq's "num. model params" would count
+    the encoder layers' fast-path weight copies too)."""
+    from ..param_report import parameter_distribution
+
+    return {k: round(v / 1e6, 2) for k, v in parameter_distribution(load_model(path)).items()}
 
 
 def parse_updates(lines: Sequence[str]) -> Optional[int]:
@@ -264,13 +266,17 @@ def build_result(table_id: str, row_id: str, run_dir: str, mode: str = "small", 
         logger.warning("table %s shows only %s; also recorded: %s", table.id, ", ".join(table.metrics), ", ".join(unknown))
     log = os.path.join(run_dir, TRAIN_LOG)
     lines = _read_lines(log) if os.path.isfile(log) else []
+    params = parse_params(lines)
+    checkpoint = os.path.join(run_dir, "checkpoint_last.pt")
+    if params is None and os.path.isfile(checkpoint):
+        params = checkpoint_params(checkpoint)
     return {
         "table": table.id,
         "row": row.id,
         "label": row.label,
         "mode": mode,
         "arch": arch or row_arch(row, mode == "small"),
-        "params": parse_params(lines),
+        "params": params,
         "updates": parse_updates(lines),
         "metrics": values,
     }
@@ -406,6 +412,8 @@ def plot_curves(runs: Sequence[Tuple[str, str]], output: str, metric: str = "val
         x, y = zip(*points)
         ax.plot(x, y, marker="o" if len(points) <= 30 else None, markersize=3, label=label)
     ax.set_xlabel("training updates")
+    if metric.endswith("ppl"):
+        ax.set_yscale("log")  # early perplexities are orders of magnitude above the late ones
     ax.set_ylabel(_METRIC_LABELS.get(metric.rsplit("_", 1)[-1], metric))
     ax.set_title(title or f"{metric} over training (cf. paper Figure 6)")
     ax.grid(True, alpha=0.3)

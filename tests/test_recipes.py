@@ -1,0 +1,168 @@
+"""The paper recipes (run_scripts/) in their small mode, end to end on real data from
+../shared/data: data preparation, fairseq-train, evaluation, the results table and figures.
+The NMT recipe (Table 3) and one language-model recipe (Table 1c) run here with a few
+updates; run_scripts/run_all_small.sh runs every recipe at its default small size."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from .conftest import ROOT, run_cli
+
+RUN_SCRIPTS = ROOT / "run_scripts"
+
+
+def recipe(name, *args, check=True):
+    return run_cli("bash", RUN_SCRIPTS / name, *args, check=check, timeout=1200)
+
+
+def assert_png(path, min_std=0.02):
+    import matplotlib.image as mpimg
+
+    assert path.is_file(), f"{path} was not written"
+    img = mpimg.imread(str(path))[..., :3]  # [H, W, RGB]
+    assert img.shape[0] >= 200 and img.shape[1] >= 300
+    assert img.std() > min_std, f"{path} looks blank"
+    return img
+
+
+@pytest.fixture(scope="module")
+def nmt_run(tmp_path_factory, shared_data):
+    work = tmp_path_factory.mktemp("table3")
+    out = recipe("table3_transformer_wmt14.sh", "--small", "--updates", "24", "--max-eval-lines", "40",
+                 "--workdir", work / "runs", "--data-root", work / "data").stdout
+    return work, out
+
+
+def test_nmt_recipe_prepares_real_wmt_text(nmt_run, shared_data):
+    work, _ = nmt_run
+    data = work / "data" / "wmt_news_proxy-eval40"
+    # raw test references are the untokenized newstest2014 lines, in order
+    refs = (data / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
+    full = (shared_data / "wmt14_en_de" / "test" / "newstest2014.de").read_text(encoding="utf-8").splitlines()
+    assert refs == full[:40]
+    assert (data / "splits.txt").read_text().split() == ["valid", "newstest2013", "40", "test", "newstest2014", "40"]
+    bpe = (data / "bpe" / "train.en").read_text(encoding="utf-8")
+    assert "@@ " in bpe and " @-@ " in (data / "tok" / "train.en").read_text(encoding="utf-8")
+    assert (data / "bin" / "dict.en.txt").read_text() == (data / "bin" / "dict.de.txt").read_text()
+
+
+def test_nmt_recipe_scores_best_and_averaged_checkpoints_both_ways(nmt_run):
+    work, out = nmt_run
+    for row in ("transformer", "transformer_define"):
+        d = work / "runs" / row
+        assert (d / "averaged.pt").is_file()
+        for ckpt in ("checkpoint_best", "averaged"):
+            scores = dict(line.split(" ", 1) for line in (d / f"test.{ckpt}.scores").read_text().splitlines())
+            assert float(scores["sacrebleu"]) >= 0 and float(scores["tok_bleu"]) >= 0
+            assert "nrefs:1" in scores["signature"]
+            assert len((d / f"test.{ckpt}.hyp").read_text(encoding="utf-8").splitlines()) == 40
+        # the tokenized score splits hyphenated compounds of the real references
+        assert "##AT##-##AT##" in (d / "test.checkpoint_best.ref.cs").read_text(encoding="utf-8")
+        result = json.loads((d / "result.json").read_text())
+        assert result["mode"] == "small" and result["updates"] == 24
+        assert set(result["metrics"]) == {"bleu_newstest2014", "tok_bleu_newstest2014",
+                                          "avg_bleu_newstest2014", "avg_tok_bleu_newstest2014"}
+    base = json.loads((work / "runs" / "transformer" / "result.json").read_text())
+    ours = json.loads((work / "runs" / "transformer_define" / "result.json").read_text())
+    assert ours["params"]["total"] < base["params"]["total"]  # DeFINE's point: fewer parameters
+    assert "sacreBLEU" in out and "tok-BLEU (compound split)" in out
+
+
+def test_nmt_recipe_writes_the_results_table_and_curves(nmt_run):
+    work, _ = nmt_run
+    md = (work / "runs" / "results.md").read_text()
+    assert "| Transformer | " in md and "| Transformer + DeFINE | " in md
+    assert "25.01" in md and "28.25" in md  # the paper's numbers beside ours
+    assert "not run" not in md.split("| Transformer + DeFINE |")[1].split("\n")[0].split("|")[1]
+    assert_png(work / "runs" / "valid_curves.png")
+
+
+@pytest.fixture(scope="module")
+def lm_run(tmp_path_factory, shared_data):
+    work = tmp_path_factory.mktemp("table1c")
+    args = ("--small", "--updates", "30", "--max-eval-lines", "150", "--workdir", work / "runs",
+            "--data-root", work / "data")
+    out = recipe("table1c_awd_lstm_ptb.sh", *args).stdout
+    return work, args, out
+
+
+def test_lm_recipe_records_perplexities_beside_the_paper(lm_run):
+    work, _, _ = lm_run
+    for row in ("awd_lstm", "awd_lstm_define"):
+        result = json.loads((work / "runs" / row / "result.json").read_text())
+        assert result["updates"] == 30
+        for m in ("valid_ppl", "test_ppl"):
+            # trained for 30 updates on a 10K vocabulary: better than uniform, far from good
+            assert 1 < result["metrics"][m] < 10000
+    md = (work / "runs" / "results.md").read_text()
+    assert "AWD-LSTM + DeFINE" in md and "54.20" in md and "58.80" in md
+    assert_png(work / "runs" / "valid_curves.png")
+
+
+def test_lm_recipe_resumes_an_interrupted_row(lm_run):
+    work, args, _ = lm_run
+    row = work / "runs" / "awd_lstm"
+    other = work / "runs" / "awd_lstm_define" / "result.json"
+    before = other.read_text(), other.stat().st_mtime_ns
+    (row / "done").unlink()
+    (row / "result.json").unlink()
+    args = list(args)
+    args[args.index("--updates") + 1] = "40"
+    out = recipe("table1c_awd_lstm_ptb.sh", *args, "--rows", "awd_lstm").stdout
+    assert "resuming from checkpoint_last.pt" in out
+    assert "@ 30 updates)" in (row / "train.log").read_text()  # fairseq's "Loaded checkpoint ... (epoch 1 @ 30 updates)"
+    assert json.loads((row / "result.json").read_text())["updates"] == 40
+    assert (other.read_text(), other.stat().st_mtime_ns) == before  # the other row was left alone
+
+
+def test_correlation_maps_of_a_trained_recipe_model(lm_run, tmp_path):
+    work, _, _ = lm_run
+    out = tmp_path / "corr.png"
+    run_cli("fairseq-define-results", "correlations", "--path",
+            work / "runs" / "awd_lstm_define" / "checkpoint_best.pt", "--output", out)
+    img = assert_png(out)
+    # map, N=7 Expand layers and e_o side by side: a wide figure
+    assert img.shape[1] > 5 * img.shape[0]
+    assert np.isfinite(img).all()
+
+
+def test_prepare_lm_refuses_a_changed_file(tmp_path, shared_data):
+    local = tmp_path / "ptb"
+    shutil.copytree(shared_data / "ptb", local)
+    with open(local / "ptb.valid.txt", "a") as f:
+        f.write(" extra line\n")
+    out = run_cli("bash", RUN_SCRIPTS / "prepare_lm.sh", "--dataset", "ptb", "--local", local,
+                  "--out", tmp_path / "out", check=False)
+    assert out.returncode == 2
+    assert "checksum mismatch" in out.stdout and "ptb.valid.txt" in out.stdout
+    assert not (tmp_path / "out" / "bin").exists()
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("prepare_lm.sh", ["--dataset", "wikitext-3", "--out", "X"], "--dataset must be"),
+    ("prepare_lm.sh", ["--dataset", "ptb", "--local", "/nonexistent", "--out", "X"], "missing or empty /nonexistent/ptb.train.txt"),
+    ("prepare_wmt14_en_de.sh", ["--out", "X", "--train", "/nonexistent/train"], "--train, --valid and --test go together"),
+    ("prepare_wmt14_en_de.sh", ["--out", "X", "--bpe", "wordpiece"], "--bpe must be"),
+    ("table6_transformations.sh", ["--small", "--rows", "hgt nosuchrow", "--workdir", "W"], "Table 6 has no row 'nosuchrow'"),
+    pytest.param("table3_transformer_wmt14.sh", ["--workdir", "W"], "needs CUDA GPUs",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="would start the full-scale run")),
+])
+def test_recipe_input_errors_are_clear(script, args, message, tmp_path):
+    args = [str(tmp_path / a) if a in ("X", "W") else a for a in args]
+    out = run_cli("bash", RUN_SCRIPTS / script, *args, check=False)
+    assert out.returncode == 2, out.stdout
+    assert message in out.stdout
+
+
+def test_every_recipe_documents_command_hardware_and_paper_number():
+    scripts = sorted(RUN_SCRIPTS.glob("table*.sh"))
+    assert {s.name.split("_")[0] for s in scripts} == {"table1a", "table1c", "table2", "table3", "table5",
+                                                        "table6", "table7", "table8"}
+    for s in scripts:
+        head = s.read_text().split("set -euo pipefail")[0]
+        for word in ("Command:", "Hardware:", "Paper:", "Expected:", "--small"):
+            assert word in head, f"{s.name} does not state {word}"
