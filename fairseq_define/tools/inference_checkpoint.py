@@ -6,6 +6,21 @@ import os
 from ..errors import UserError
 
 
+def load_model(path: str, data=None):
+    """A trained checkpoint's model, loaded by fairseq (on the CPU); fairseq's load errors
+    become one clear line."""
+    from fairseq import checkpoint_utils
+
+    try:
+        overrides = {"data": data} if data else {}
+        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    except checkpoint_utils.CheckpointLoadError as e:
+        raise UserError(str(e)) from None
+    except FileNotFoundError as e:
+        raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
+    return models[0]
+
+
 def load_model_for_rewrite(path: str, output: str, data=None):
     """(the checkpoint as fairseq wrote it, its model); refuses to overwrite ``output``."""
     from fairseq import checkpoint_utils
@@ -14,13 +29,9 @@ def load_model_for_rewrite(path: str, output: str, data=None):
         raise UserError(f"{output} exists; choose a new file name (nothing is overwritten)")
     try:
         state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
-        overrides = {"data": data} if data else {}
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
     except checkpoint_utils.CheckpointLoadError as e:
         raise UserError(str(e)) from None
-    except FileNotFoundError as e:
-        raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
-    return state, models[0]
+    return state, load_model(path, data)
 
 
 def mark_cached_tables(state) -> None:

@@ -551,18 +551,11 @@ def load_model(path: str, data: Optional[str] = None):
     """A trained checkpoint's model, loaded with fairseq's checkpoint_utils (our
     architectures registered), on the CPU."""
     import fairseq_define  # noqa: F401  (registers the architectures)
-    from fairseq import checkpoint_utils
+    from .inference_checkpoint import load_model as load_checkpoint_model
 
     if not os.path.isfile(path):
         raise UserError(f"no such checkpoint: {path}; check --path (checkpoints are in fairseq-train's --save-dir)")
-    try:
-        overrides = {"data": data} if data else {}
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
-    except checkpoint_utils.CheckpointLoadError as e:
-        raise UserError(str(e)) from None
-    except FileNotFoundError as e:
-        raise UserError(f"{e}; pass --data with the directory holding the model's dict*.txt") from None
-    return models[0]
+    return load_checkpoint_model(path, data)
 
 
 # ---------------------------------------------------------------------------- command line
