@@ -5,19 +5,25 @@
 
 1. unit: DeFINE unit forward+backward at the paper's shapes, as a fraction of the FLOP rate
    of torch.matmul forward+backward of comparable size on the same device (target >= 0.85).
-2. train: training step (forward+backward) of define_transformer, the AWD-LSTM and the
-   Transformer-XL with DeFINE against the same model with a projective map at equal n
-   (target overhead <= 3%), and the unique-token path's gain.
+2. train: training step (forward+backward) of define_transformer_wmt_en_de, the AWD-LSTM and
+   the Transformer-XL with DeFINE against the same model with a projective map at equal n
+   (target overhead <= 3%), and the unique-token path's gain, on batches of real text
+   (WMT news, PTB, WikiText-2 from ../shared/data; words as ids in frequency order, so a
+   batch repeats tokens as text does).
 3. inference: an embedding lookup through cached DeFINE tables against a plain embedding
    table of the same size, and a whole LSTM LM forward (eval-lm's work) with a cached
    table against the same model with a plain nn.Embedding (target overhead <= 1%).
+Benchmarks 1-3 run on ``--device`` in ``--dtype`` and print tokens/s.
 4. params: define_transformer_wmt_en_de / transformer_wmt_en_de at a 32K vocabulary
    (target <= 0.74).
 Every ratio is printed with the machine it ran on.
 """
 
 import argparse
+import os
 import platform
+from collections import Counter
+from pathlib import Path
 from argparse import Namespace
 from dataclasses import fields
 
@@ -26,6 +32,29 @@ from torch.utils import benchmark
 
 import fairseq_define  # noqa: F401
 from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineUnit, build_schedule
+
+
+SHARED_DATA = Path(os.environ.get("FAIRSEQ_DEFINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def real_token_ids(path: Path, vocab: int, rows: int, length: int) -> torch.Tensor:
+    """[rows, length] token ids of the start of a real corpus: words numbered by frequency
+    after fairseq's 4 specials (</s> = 2 ends each line), words past the vocabulary <unk> (3).
+    The unique-token path's gain depends on how often a batch repeats tokens, so the ids must
+    come from text."""
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: the benchmarks read real text from ../shared/data "
+                         "(set FAIRSEQ_DEFINE_SHARED_DATA to its location)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    counts = Counter(w for line in lines for w in line.split())
+    rank = {w: 4 + i for i, (w, _) in enumerate(counts.most_common(vocab - 4))}
+    ids = []
+    for line in lines:
+        ids.extend(rank.get(w, 3) for w in line.split())
+        ids.append(2)
+        if len(ids) >= rows * length:
+            break
+    return torch.tensor(ids[: rows * length]).view(rows, length)
 
 
 def timed(fn, min_run_time):
@@ -56,7 +85,7 @@ def bench_unit(device, dtype, min_run_time):
         ("TXL 384(from n=128) k=4096 m=384 N=3", 384, 4096, 384, 3),
     ]
     tokens = 8192
-    print(f"{'shape':<38} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} {'fraction':>9}")
+    print(f"{'shape':<38} {'unit tokens/s':>14} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} {'fraction':>9}")
     for label, n, k, m, depth in shapes:
         unit = DefineUnit(build_schedule(n, k, depth, m, "define")).to(device, dtype)
         x = torch.randn(tokens, n, device=device, dtype=dtype, requires_grad=True)
@@ -76,10 +105,10 @@ def bench_unit(device, dtype, min_run_time):
 
         t_mm = timed(step_mm, min_run_time)
         rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
-        print(f"{label:<38} {rate_unit:>13.1f} {rate_mm:>15.1f} {rate_unit / rate_mm:>9.2f}")
+        print(f"{label:<38} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} {rate_unit / rate_mm:>9.2f}")
 
 
-def build_model_variants():
+def build_nmt_variants(layers):
     from fairseq import options
     from fairseq.models import build_model
 
@@ -89,21 +118,29 @@ def build_model_variants():
     for name, extra in (("projective", ["--define-transform", "projective"]), ("define", []), ("define-plain", ["--define-token-path", "plain"])):
         parser = options.get_training_parser(default_task="translation")
         args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_wmt_en_de",
-                                                     "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0",
-                                                     "--share-all-embeddings", *extra])
+                                                     "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+                                                     "--dropout", "0", "--share-all-embeddings", *extra])
         d = dictionary_of_size(32000)
         torch.manual_seed(0)
         models[name] = build_model(args, VocabularyOnlyTask(d, d))
     return models
 
 
-def bench_train(min_run_time):
-    print("\n2. training step (forward+backward), define_transformer_wmt_en_de sizes with 2+2 layers, 32K vocabulary, 16x32 tokens")
-    models = build_model_variants()
-    g = torch.Generator().manual_seed(0)
-    src = torch.randint(4, 32000, (16, 32), generator=g)
-    prev = torch.randint(4, 32000, (16, 32), generator=g)
-    lengths = torch.full((16,), 32)
+def report(times, tokens, base="projective"):
+    for name, t in times.items():
+        print(f"  {name:<14} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}")
+    if "define-plain" in times:
+        print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+
+
+def bench_train(device, dtype, min_run_time, layers, rows, length):
+    news = SHARED_DATA / "wmt14_en_de" / "train_news_proxy"
+    print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K vocabulary, "
+          f"{rows}x{length} source and target tokens of WMT news text")
+    src = real_token_ids(news / "train.en", 32000, rows, length).to(device)
+    prev = real_token_ids(news / "train.de", 32000, rows, length).to(device)
+    lengths = torch.full((rows,), length, device=device)
+    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers).items()}
 
     def make_step(model):
         model.train()
@@ -114,11 +151,8 @@ def bench_train(min_run_time):
 
         return step
 
-    times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=7, min_run_time=min_run_time / 4)
-    base = times["projective"]
-    for name, t in times.items():
-        print(f"  {name:<14} {t * 1e3:8.1f} ms/step   ratio to projective {t / base:.3f}")
-    print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+    times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=5, min_run_time=min_run_time / 4)
+    report(times, rows * length)
 
 
 def build_lm(arch, vocab, extra=()):
@@ -134,14 +168,15 @@ def build_lm(arch, vocab, extra=()):
     return build_model(args, VocabularyOnlyTask(d, d))
 
 
-# (label, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row
+# (label, corpus, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row
 LM_VARIANTS = [
-    ("AWD-LSTM (Table 1c sizes), PTB vocabulary 10K", 10000, (20, 35), {
+    ("AWD-LSTM (Table 1c sizes), PTB", "ptb/ptb.train.txt", 10000, (20, 70), {
         "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
         "define": ("define_awd_lstm_ptb_define", []),
         "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
     }),
-    ("Transformer-XL n=128 (Table 2 sizes, 4 of 16 layers), WT-103 vocabulary", 267735, (8, 64), {
+    ("Transformer-XL n=128 (Table 2 sizes, 4 of 16 layers), WT-103 vocabulary, WikiText-2 text", "wikitext-2/wiki.train.tokens",
+     267735, (8, 64), {
         "projective": ("define_txl_wt103_projective_n128", ["--decoder-layers", "4"]),
         "define": ("define_txl_wt103_define_n128", ["--decoder-layers", "4"]),
         "define-plain": ("define_txl_wt103_define_n128", ["--decoder-layers", "4", "--define-token-path", "plain"]),
@@ -149,13 +184,10 @@ LM_VARIANTS = [
 ]
 
 
-def bench_lm_train(min_run_time):
-    for label, vocab, (B, T), variants in LM_VARIANTS:
+def bench_lm_train(device, dtype, min_run_time):
+    for label, corpus, vocab, (B, T), variants in LM_VARIANTS:
         print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
-        g = torch.Generator().manual_seed(0)
-        # Zipfian token ids, as in text (the unique-token path depends on repeats)
-        weights = 1.0 / torch.arange(1, vocab - 3, dtype=torch.float)
-        tokens = 4 + torch.multinomial(weights, B * (T + 1), replacement=True, generator=g).view(B, T + 1)
+        tokens = real_token_ids(SHARED_DATA / corpus, vocab, B, T + 1).to(device)
 
         def make_step(model):
             model.train()
@@ -167,18 +199,20 @@ def bench_lm_train(min_run_time):
 
             return step
 
-        models = {name: build_lm(arch, vocab, extra) for name, (arch, extra) in variants.items()}
+        models = {name: build_lm(arch, vocab, extra).to(device=device, dtype=dtype) for name, (arch, extra) in variants.items()}
         times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=5, min_run_time=min_run_time / 4)
-        base = times["projective"]
-        for name, t in times.items():
-            print(f"  {name:<14} {t * 1e3:8.1f} ms/step   ratio to projective {t / base:.3f}")
-        print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+        report(times, B * T)
 
 
-def bench_lm_inference(min_run_time):
+def inference_report(t, tokens):
+    print(f"  cached {t['cached'] * 1e3:.3f} ms ({tokens / t['cached']:.0f} tokens/s), plain {t['plain'] * 1e3:.3f} ms "
+          f"({tokens / t['plain']:.0f} tokens/s), ratio {t['cached'] / t['plain']:.3f}")
+
+
+def bench_lm_inference(device, dtype, min_run_time):
     from fairseq_define.modules import cache_define_tables
 
-    print("\n3. LM forward at inference (AWD-LSTM + DeFINE, PTB sizes, 10x70 tokens): cached DeFINE table vs a plain nn.Embedding")
+    print("\n3. LM forward at inference (AWD-LSTM + DeFINE, Table 1c sizes, 10x70 tokens of PTB): cached DeFINE table vs a plain nn.Embedding")
     cached = build_lm("define_awd_lstm_ptb_define", 10000).eval()
     cache_define_tables(cached)
     plain = build_lm("define_awd_lstm_ptb_define", 10000).eval()
@@ -186,25 +220,27 @@ def bench_lm_inference(min_run_time):
     table = torch.nn.Embedding(10000, 400, padding_idx=1)
     table.weight.data.copy_(cached.decoder.embed_tokens.cached_table.weight)
     plain.decoder.embed_tokens = table
-    tokens = torch.randint(4, 10000, (10, 70), generator=torch.Generator().manual_seed(0))
+    cached, plain = cached.to(device=device, dtype=dtype), plain.to(device=device, dtype=dtype)
+    tokens = real_token_ids(SHARED_DATA / "ptb" / "ptb.test.txt", 10000, 10, 70).to(device)
     with torch.no_grad():
         torch.testing.assert_close(cached(tokens)[0], plain(tokens)[0])
         t = interleaved({"cached": lambda: cached(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
-    print(f"  cached {t['cached'] * 1e3:.2f} ms, plain {t['plain'] * 1e3:.2f} ms, ratio {t['cached'] / t['plain']:.3f}")
+    inference_report(t, tokens.numel())
 
 
-def bench_inference(min_run_time):
-    print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512)")
+def bench_inference(device, dtype, min_run_time):
+    print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512), "
+          "64x128 tokens of WMT news text")
     cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
     emb = DefineEmbedding(cfg, 32000, 1, 512).eval()
     emb.cache_table()
     plain = torch.nn.Embedding(32000, 512, padding_idx=1).eval()
-    tokens = torch.randint(4, 32000, (64, 128))
     plain.weight.data.copy_(emb.cached_table.weight)
+    emb, plain = emb.to(device=device, dtype=dtype), plain.to(device=device, dtype=dtype)
+    tokens = real_token_ids(SHARED_DATA / "wmt14_en_de" / "test" / "newstest2014.en", 32000, 64, 128).to(device)
     with torch.no_grad():
         t = interleaved({"cached": lambda: emb(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
-    t_cached, t_plain = t["cached"], t["plain"]
-    print(f"  cached {t_cached * 1e6:.1f} us, plain {t_plain * 1e6:.1f} us, ratio {t_cached / t_plain:.3f}")
+    inference_report(t, tokens.numel())
 
 
 def bench_params():
@@ -223,6 +259,8 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
+    parser.add_argument("--nmt-layers", type=int, default=6, help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)")
+    parser.add_argument("--nmt-batch", default="32x64", help="benchmark 2's NMT batch, sentences x tokens per side")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
@@ -230,11 +268,12 @@ def main():
     if args.only in (None, 1):
         bench_unit(args.device, dtype, args.min_run_time)
     if args.only in (None, 2):
-        bench_train(args.min_run_time)
-        bench_lm_train(args.min_run_time)
+        rows, length = (int(v) for v in args.nmt_batch.split("x"))
+        bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)
+        bench_lm_train(args.device, dtype, args.min_run_time)
     if args.only in (None, 3):
-        bench_inference(args.min_run_time)
-        bench_lm_inference(args.min_run_time)
+        bench_inference(args.device, dtype, args.min_run_time)
+        bench_lm_inference(args.device, dtype, args.min_run_time)
     if args.only in (None, 4):
         bench_params()
 

@@ -16,15 +16,16 @@
 #              undertrained tables compress badly (README, "Compression"), so the small
 #              perplexities after compression are much worse: a pipeline check.
 #   Output:    WORKDIR/results.md, WORKDIR/<row>/{compress.log,compressed.pt,result.json}.
-#   Extra:     --table2-workdir DIR (default Table 2's), --steps N code-learning steps (2000).
+#   Extra:     --table2-workdir DIR (default Table 2's); --init random|autoencoder, --refine-rounds N,
+#              --steps N go to fairseq-define-compress (code start, refinement rounds, autoencoder steps).
 set -euo pipefail
 TABLE=5 SMALL_UPDATES=300 SMALL_MINUTES=4
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-T2DIR="" STEPS=2000 ARGS=()
+T2DIR="" CODE_ARGS=() ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --table2-workdir) T2DIR="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
+    --init|--refine-rounds|--steps) CODE_ARGS+=("$1" "$2"); shift 2 ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
@@ -56,9 +57,9 @@ while IFS='|' read -r id _arch _args src comp <&3; do
   cp "$T2DIR/$src/train.log" "$dir/train.log"  # the model's parameters and updates, for the record
   log="$WORKDIR/$src.compress.log" out="$WORKDIR/$src.compressed.pt"
   if [[ ! -f "$out" ]]; then
-    step "Table 5: compress $src (32 x 16 codes, $STEPS steps per table)"
+    step "Table 5: compress $src (32 x 16 codes${CODE_ARGS[*]+, ${CODE_ARGS[*]}})"
     rm -f "$out.tmp"
-    fairseq-define-compress --path "$ckpt" --output "$out.tmp" --steps "$STEPS" > "$log" 2>&1 < /dev/null \
+    fairseq-define-compress --path "$ckpt" --output "$out.tmp" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} > "$log" 2>&1 < /dev/null \
       || { rm -f "$out.tmp"; die "fairseq-define-compress failed; see $log"; }
     mv "$out.tmp" "$out"
   fi

@@ -82,7 +82,7 @@ def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained,
 def test_compressed_checkpoint_translates(wmt_bin, trained, tmp_path):
     compressed = tmp_path / "compressed.pt"
     run_cli("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", compressed,
-            "--data", wmt_bin / "bin", "--steps", "50")
+            "--data", wmt_bin / "bin", "--refine-rounds", "3")
     out = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", compressed, "--gen-subset",
                   "test", "--beam", "3", "--max-len-b", "20", "--batch-size", "16", "--cpu").stdout
     assert "stored as compositional codes" in out and len(hypotheses(out)) == 40

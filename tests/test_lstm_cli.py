@@ -150,12 +150,16 @@ def test_compressed_checkpoint_evaluates_close_to_the_original(ptb_bin, awd_trai
     ckpt, _ = awd_trained
     out_path = tmp_path / "compressed.pt"
     out = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path,
-                  "--cache-define", "--steps", "300").stdout
+                  "--cache-define").stdout
     sizes = re.search(r"look-up tables ([0-9.]+) MB -> ([0-9.]+) MB", out)
     assert sizes and float(sizes.group(2)) < float(sizes.group(1))
     base = loss_base2(eval_lm(ptb_bin, ckpt, "--batch-size", "8").stdout)
     compressed = eval_lm(ptb_bin, out_path, "--batch-size", "8").stdout
     assert "stored as compositional codes" in compressed
-    assert abs(loss_base2(compressed) - base) <= 0.05 * base  # 2^loss: perplexity within ~30%
+    # measured 7.763 -> 7.770 bits (perplexity 217.3 -> 218.2); 0.005 of the loss is ~3% perplexity
+    assert abs(loss_base2(compressed) - base) <= 0.005 * base
     again = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path, check=False)
     assert again.returncode == 2 and "exists" in again.stdout
+    bad = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", tmp_path / "x.pt",
+                  "--refine-rounds", "-1", check=False)
+    assert bad.returncode == 2 and "--refine-rounds at least 0" in bad.stdout and not (tmp_path / "x.pt").exists()

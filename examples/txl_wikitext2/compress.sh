@@ -14,14 +14,15 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORKDIR="$ROOT/work/txl_wikitext2"
-STEPS=3000
+CODE_ARGS=()
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --workdir) WORKDIR="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
+    --init|--refine-rounds|--steps) CODE_ARGS+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-               echo "Options: --workdir DIR (run.sh's), --steps N (code learning steps per table, default 3000)"; exit 0 ;;
+               echo "Options: --workdir DIR (run.sh's); --init random|autoencoder, --refine-rounds N, --steps N"
+               echo "         (passed to fairseq-define-compress: code start, refinement rounds, autoencoder steps)"; exit 0 ;;
     *) echo "compress.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +41,7 @@ for name in projective define; do
   extra=()
   [[ "$name" == define ]] && extra=(--cache-define)
   if [[ ! -f "$out" ]]; then
-    fairseq-define-compress --path "$ckpt" --output "$out.tmp" --steps "$STEPS" "${extra[@]}" \
+    fairseq-define-compress --path "$ckpt" --output "$out.tmp" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} "${extra[@]}" \
       2> "$WORKDIR/$name/compress.log"
     mv "$out.tmp" "$out"
   fi
