@@ -58,7 +58,9 @@ def real_token_ids(path: Path, vocab: int, rows: int, length: int) -> torch.Tens
 
 
 def timed(fn, min_run_time):
-    return benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
+    # Timer defaults to one thread; measure with the threads the process (and fairseq) uses
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
 def interleaved(fns, rounds, min_run_time):
@@ -93,8 +95,6 @@ def bench_unit(device, dtype, min_run_time):
         def step_unit():
             unit(x).sum().backward()
 
-        t_unit = timed(step_unit, min_run_time)
-        rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
         # the matmul reference: [T, k/2] x [k/2, k/2] (a square layer of the unit's mean width)
         w = k // 2
         a = torch.randn(tokens, w, device=device, dtype=dtype, requires_grad=True)
@@ -103,7 +103,10 @@ def bench_unit(device, dtype, min_run_time):
         def step_mm():
             torch.matmul(a, b).sum().backward()
 
-        t_mm = timed(step_mm, min_run_time)
+        # the unit's time varies by +-15% between runs on a CPU: medians of 5 alternating rounds
+        times = interleaved({"unit": step_unit, "mm": step_mm}, rounds=5, min_run_time=min_run_time / 2)
+        t_unit, t_mm = times["unit"], times["mm"]
+        rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
         rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
         print(f"{label:<38} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} {rate_unit / rate_mm:>9.2f}")
 
@@ -151,7 +154,8 @@ def bench_train(device, dtype, min_run_time, layers, rows, length):
 
         return step
 
-    times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=5, min_run_time=min_run_time / 4)
+    # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
+    times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=9, min_run_time=min_run_time / 4)
     report(times, rows * length)
 
 
@@ -168,24 +172,26 @@ def build_lm(arch, vocab, extra=()):
     return build_model(args, VocabularyOnlyTask(d, d))
 
 
-# (label, corpus, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row
-LM_VARIANTS = [
-    ("AWD-LSTM (Table 1c sizes), PTB", "ptb/ptb.train.txt", 10000, (20, 70), {
-        "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
-        "define": ("define_awd_lstm_ptb_define", []),
-        "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
-    }),
-    ("Transformer-XL n=128 (Table 2 sizes, 4 of 16 layers), WT-103 vocabulary, WikiText-2 text", "wikitext-2/wiki.train.tokens",
-     267735, (8, 64), {
-        "projective": ("define_txl_wt103_projective_n128", ["--decoder-layers", "4"]),
-        "define": ("define_txl_wt103_define_n128", ["--decoder-layers", "4"]),
-        "define-plain": ("define_txl_wt103_define_n128", ["--decoder-layers", "4", "--define-token-path", "plain"]),
-    }),
-]
+def lm_variants(txl_layers):
+    """(label, corpus, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row."""
+    txl = ["--decoder-layers", str(txl_layers)]
+    return [
+        ("AWD-LSTM (Table 1c sizes), PTB", "ptb/ptb.train.txt", 10000, (20, 70), {
+            "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
+            "define": ("define_awd_lstm_ptb_define", []),
+            "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
+        }),
+        (f"Transformer-XL n=128 (Table 2 sizes, {txl_layers} of 16 layers), WT-103 vocabulary, WikiText-2 text",
+         "wikitext-2/wiki.train.tokens", 267735, (8, 64), {
+            "projective": ("define_txl_wt103_projective_n128", txl),
+            "define": ("define_txl_wt103_define_n128", txl),
+            "define-plain": ("define_txl_wt103_define_n128", [*txl, "--define-token-path", "plain"]),
+        }),
+    ]
 
 
-def bench_lm_train(device, dtype, min_run_time):
-    for label, corpus, vocab, (B, T), variants in LM_VARIANTS:
+def bench_lm_train(device, dtype, min_run_time, txl_layers):
+    for label, corpus, vocab, (B, T), variants in lm_variants(txl_layers):
         print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
         tokens = real_token_ids(SHARED_DATA / corpus, vocab, B, T + 1).to(device)
 
@@ -260,6 +266,7 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
     parser.add_argument("--nmt-layers", type=int, default=6, help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)")
+    parser.add_argument("--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)")
     parser.add_argument("--nmt-batch", default="32x64", help="benchmark 2's NMT batch, sentences x tokens per side")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
@@ -270,7 +277,7 @@ def main():
     if args.only in (None, 2):
         rows, length = (int(v) for v in args.nmt_batch.split("x"))
         bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)
-        bench_lm_train(args.device, dtype, args.min_run_time)
+        bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers)
     if args.only in (None, 3):
         bench_inference(args.device, dtype, args.min_run_time)
         bench_lm_inference(args.device, dtype, args.min_run_time)
