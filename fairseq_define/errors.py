@@ -60,6 +60,10 @@ _FAIRSEQ_USER_ERRORS = [
     ("ValueError", r"--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim",
      "--share-all-embeddings needs --encoder-embed-dim equal to --decoder-embed-dim: set "
      "both to the same value, or drop --share-all-embeddings"),
+    ("ValueError", r"loaded state dict contains a parameter group that doesn't match the size of optimizer's group",
+     "the checkpoint's optimizer state does not fit this model's parameters: resume with the "
+     "settings it was trained with (define_cache_on_load and --define-cached-table drop the "
+     "DeFINE units and are for inference only), or pass --reset-optimizer"),
     ("CheckpointLoadError", r"(.*)", "{0}"),
 ]
 

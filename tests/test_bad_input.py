@@ -159,12 +159,19 @@ def test_bad_checkpoint_for_generate(bin_copy, trained, tmp_path, damage):
     assert snapshot(tmp_path) == before
 
 
-def test_checkpoint_of_another_architecture(wmt_bin, tmp_path):
-    other = tmp_path / "other"
+@pytest.fixture(scope="module")
+def stock_transformer(wmt_bin, tmp_path_factory):
+    """A checkpoint of fairseq's own transformer (no DeFINE), trained one step."""
+    other = tmp_path_factory.mktemp("stock_transformer")
     run_cli("fairseq-train", wmt_bin / "bin", "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
             "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
             "--decoder-ffn-embed-dim", "32", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
             "--max-update", "1", "--save-dir", other, "--cpu", "--disable-validation", "--no-epoch-checkpoints")
+    return other
+
+
+def test_checkpoint_of_another_architecture(wmt_bin, stock_transformer, tmp_path):
+    other = stock_transformer
     before = snapshot(other)
     proc = train(wmt_bin, tmp_path, "--restore-file", other / "checkpoint_last.pt", "--share-all-embeddings")
     assert_user_error(proc, "fairseq-train", "does not fit this model", "same --arch")
@@ -238,6 +245,41 @@ def test_cached_table_that_does_not_fit_the_dictionary(wmt_bin, trained, tmp_pat
     proc = generate(wmt_bin / "bin", cached)
     assert_user_error(proc, "fairseq-generate", "the cached DeFINE table", "cached_table.weight", "fairseq-define-cache-tables")
     assert snapshot(tmp_path, wmt_bin / "bin") == before
+
+
+@pytest.mark.parametrize("tool", ["fairseq-define-compress", "fairseq-define-cache-tables"])
+def test_table_tools_refuse_a_model_that_is_not_ours(wmt_bin, stock_transformer, tmp_path, tool):
+    before = snapshot(stock_transformer)
+    proc = run_tool(tool, "--path", stock_transformer / "checkpoint_last.pt", "--output", tmp_path / "out.pt",
+                    "--data", wmt_bin / "bin")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
+    assert ("not a fairseq-define model" if tool.endswith("compress") else "no DeFINE embeddings") in proc.stdout
+    assert not (tmp_path / "out.pt").exists() and snapshot(stock_transformer) == before
+
+
+@pytest.mark.parametrize("tool", ["fairseq-define-compress", "fairseq-define-cache-tables"])
+def test_table_tools_check_the_output_folder_before_the_work(trained, tmp_path, tool):
+    proc = run_tool(tool, "--path", trained / "checkpoint_last.pt", "--output", tmp_path / "missing" / "out.pt")
+    assert proc.returncode == 2 and "does not exist; create it first" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_training_with_cached_tables_is_refused(wmt_bin, tmp_path):
+    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-cached-table")
+    assert_user_error(proc, "fairseq-train", "for inference only", "with the DeFINE units")
+    assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())  # no crash.pt either
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, reset):
+    """define_cache_on_load drops the units when the checkpoint loads: the optimizer state
+    no longer fits, and without it the first training step refuses the cached table."""
+    (tmp_path / "ck").mkdir()
+    shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
+    before = snapshot(tmp_path / "ck")
+    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-cache-on-load", "--max-update", "20",
+                 *(["--reset-optimizer"] if reset else []))
+    assert_user_error(proc, "fairseq-train", "for inference only" if reset else "--reset-optimizer")
+    assert snapshot(tmp_path / "ck") == before
 
 
 def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):

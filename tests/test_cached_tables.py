@@ -7,6 +7,7 @@ import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
+from fairseq_define.modules.define_config import DefineConfigError
 
 from .conftest import USER_DIR, define_cfg, run_cli
 
@@ -57,10 +58,18 @@ def hypotheses(output):
     return {int(i): (float(s), h) for i, s, h in re.findall(r"^H-(\d+)\t([-0-9.e]+)\t(.*)$", output, re.M)}
 
 
-def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained, tmp_path):
+@pytest.fixture(scope="module")
+def cached_nmt(wmt_bin, trained, tmp_path_factory):
+    """The trained NMT checkpoint with its DeFINE units cached, and the tool's output."""
+    cached = tmp_path_factory.mktemp("cached") / "cached.pt"
+    out = run_cli("fairseq-define-cache-tables", "--path", trained / "checkpoint_last.pt", "--output", cached,
+                  "--data", wmt_bin / "bin").stdout
+    return cached, out
+
+
+def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained, cached_nmt):
     ckpt = trained / "checkpoint_last.pt"
-    cached = tmp_path / "cached.pt"
-    out = run_cli("fairseq-define-cache-tables", "--path", ckpt, "--output", cached, "--data", wmt_bin / "bin").stdout
+    cached, out = cached_nmt
     assert "replaced by cached tables of" in out and " MB" in out
     state = safe_torch_load(str(cached))
     assert not any(".unit." in k for k in state["model"]) and any("cached_table" in k for k in state["model"])
@@ -77,6 +86,63 @@ def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained,
             assert abs(result[i][0] - base[i][0]) <= 1e-5
     again = run_cli("fairseq-define-cache-tables", "--path", ckpt, "--output", cached, check=False)
     assert again.returncode == 2 and "exists" in again.stdout
+
+
+def test_cached_checkpoint_translates_the_same_in_interactive(wmt_bin, trained, cached_nmt):
+    from .test_cli_end_to_end import subprocess_run_interactive
+
+    cached, _ = cached_nmt
+    lines = "".join(wmt_bin.joinpath("test.bpe.en").read_text(encoding="utf-8").splitlines(True)[:5])
+    base = hypotheses(subprocess_run_interactive(wmt_bin, trained / "checkpoint_last.pt", lines).stdout)
+    result = hypotheses(subprocess_run_interactive(wmt_bin, cached, lines).stdout)
+    assert len(base) == 5 and result.keys() == base.keys()
+    for i in base:
+        assert result[i][1] == base[i][1] and abs(result[i][0] - base[i][0]) <= 1e-5
+
+
+def test_cached_checkpoint_in_the_hub_translates_and_scores_the_same(wmt_bin, trained, cached_nmt):
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    cached, _ = cached_nmt
+    kw = dict(data_name_or_path=str(wmt_bin / "bin"), bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"))
+    hubs = [
+        DefineTransformerModel.from_pretrained(str(trained), "checkpoint_last.pt", **kw),
+        DefineTransformerModel.from_pretrained(str(cached.parent), cached.name, **kw),
+        DefineTransformerModel.from_pretrained(str(trained), "checkpoint_last.pt", define_cache_on_load=True, **kw),
+    ]
+    assert hubs[0].models[0].encoder.embed_tokens.unit is not None
+    assert all(h.models[0].encoder.embed_tokens.unit is None for h in hubs[1:])
+    sources = wmt_bin.joinpath("test.tok.en").read_text(encoding="utf-8").splitlines()[:4]
+    targets = wmt_bin.joinpath("test.tok.de").read_text(encoding="utf-8").splitlines()[:4]
+    base_text = hubs[0].translate(sources, beam=2, max_len_b=15)
+    base_scores = hubs[0].score(sources, targets=targets)
+    for hub in hubs[1:]:
+        assert hub.translate(sources, beam=2, max_len_b=15) == base_text
+        for got, want in zip(hub.score(sources, targets=targets), base_scores):
+            assert torch.equal(got["tokens"], want["tokens"])
+            torch.testing.assert_close(got["positional_scores"], want["positional_scores"], atol=1e-5, rtol=0)
+
+
+def test_caching_a_cached_checkpoint_is_refused(cached_nmt, tmp_path):
+    cached, _ = cached_nmt
+    proc = run_cli("fairseq-define-cache-tables", "--path", cached, "--output", tmp_path / "twice.pt", check=False)
+    assert proc.returncode == 2 and "already holds cached DeFINE tables" in proc.stdout
+    assert not (tmp_path / "twice.pt").exists()
+
+
+def test_a_cached_table_refuses_to_train():
+    emb = DefineEmbedding(define_cfg(), 40, 1, 24)
+    cache_define_tables(emb)
+    assert not emb.training
+    with pytest.raises(DefineConfigError, match="for inference only"):
+        emb.train()
+    assert emb(TOKENS).shape == (2, 4, 24)
+    # built from a cached checkpoint's config (fairseq's modules start in training mode)
+    built = DefineEmbedding(define_cfg(define_cached_table=True), 40, 1, 24)
+    with pytest.raises(DefineConfigError, match="for inference only"):
+        built(TOKENS)
+    with torch.no_grad():
+        assert built(TOKENS).shape == (2, 4, 24)
 
 
 def test_compressed_checkpoint_translates(wmt_bin, trained, tmp_path):

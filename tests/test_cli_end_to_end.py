@@ -4,6 +4,8 @@ plugin loaded through --user-dir (absolute path), as a user runs them."""
 import re
 import shutil
 
+import pytest
+
 from .conftest import TINY, USER_DIR, head, run_cli
 
 
@@ -32,13 +34,15 @@ def test_interactive_and_validate(wmt_bin, trained):
 
 
 def subprocess_run_interactive(wmt_bin, ckpt, text):
+    """fairseq-interactive on ``ckpt`` (a checkpoint file, or a folder holding checkpoint_last.pt)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     exe = Path(sys.executable).parent / "fairseq-interactive"
-    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(ckpt / "checkpoint_last.pt"),
+    path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
+    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(path),
                            "--source-lang", "en", "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "20"],
                           input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -100,3 +104,33 @@ def test_hub_interface_translates(wmt_bin, trained):
     # score: the hypothesis' log-probability, as generate reports it
     hyp = hub.generate(hub.encode("the European Parliament"), beam=2, max_len_b=10)[0]
     assert hyp["score"].item() < 0 and len(hyp["positional_scores"]) == len(hyp["tokens"])
+
+
+def test_hub_scores_a_given_translation_as_generate_score_reference_does(wmt_bin, trained):
+    import math
+
+    import torch
+
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    hub = DefineTransformerModel.from_pretrained(
+        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"),
+        bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"),
+    )
+    # the hub applies the BPE codes to tokenized text; generate reads the binarized BPE'd test set
+    sources = (wmt_bin / "test.tok.en").read_text(encoding="utf-8").splitlines()
+    targets = (wmt_bin / "test.tok.de").read_text(encoding="utf-8").splitlines()
+    scored = hub.score(sources, targets=targets)
+    one = hub.score(sources[3], targets=targets[3])
+    torch.testing.assert_close(one["positional_scores"], scored[3]["positional_scores"], atol=1e-5, rtol=0)
+    gen = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                  "--gen-subset", "test", "--score-reference", "--batch-size", "16", "--cpu").stdout
+    reference = {int(i): float(s) for i, s in re.findall(r"^H-(\d+)\t([-0-9.e]+)\t", gen, re.M)}
+    assert len(reference) == len(scored) == 40
+    for i, hypo in enumerate(scored):
+        assert len(hypo["positional_scores"]) == len(hypo["tokens"]) and hypo["tokens"][-1] == hub.tgt_dict.eos()
+        assert abs(hypo["score"].item() / math.log(2) - reference[i]) <= 1e-5, i
+    with pytest.raises(ValueError, match="targets="):
+        hub.score(sources[0])
+    with pytest.raises(ValueError, match="one target per source"):
+        hub.score(sources[:2], targets=targets[:1])

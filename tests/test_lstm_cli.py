@@ -132,6 +132,30 @@ def test_hub_samples_and_scores(ptb_bin, awd_trained):
     assert scored["positional_scores"].shape == (5,) and torch.isfinite(scored["positional_scores"]).all()
 
 
+def test_cached_checkpoint_evaluates_and_scores_the_same(ptb_bin, awd_trained, tmp_path):
+    """fairseq-define-cache-tables on an AWD-LSTM checkpoint: eval-lm prints the same loss,
+    the hub's per-token scores agree within 1e-5, as does define_cache_on_load."""
+    from fairseq_define.models.lstm_lm import LSTMLanguageModel
+
+    ckpt, _ = awd_trained
+    cached = tmp_path / "cached.pt"
+    out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
+    assert "replaced by cached tables of" in out
+    base = eval_lm(ptb_bin, ckpt, "--batch-size", "8").stdout
+    assert re.search(r"Loss \(base 2\): .*", eval_lm(ptb_bin, cached, "--batch-size", "8").stdout).group(0) == \
+        re.search(r"Loss \(base 2\): .*", base).group(0)
+    lms = [LSTMLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(ptb_bin)),
+           LSTMLanguageModel.from_pretrained(str(tmp_path), "cached.pt", data_name_or_path=str(ptb_bin)),
+           LSTMLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(ptb_bin),
+                                             define_cache_on_load=True)]
+    assert all(lm.models[0].decoder.embed_tokens.unit is None for lm in lms[1:])
+    sentences = (ptb_bin.parent / "valid.txt").read_text(encoding="utf-8").splitlines()[:4]
+    want = lms[0].score(sentences)
+    for lm in lms[1:]:
+        for got, ref in zip(lm.score(sentences), want):
+            torch.testing.assert_close(got["positional_scores"], ref["positional_scores"], atol=1e-5, rtol=0)
+
+
 def test_params_reproduce_tables_1a_and_1c():
     out = run_cli("fairseq-define-params", "--paper-table", "1a").stdout
     for row, cols in {"R1 standard": ("23.36", "68.81"), "R2 adaptive": ("23.36", "9.25"),

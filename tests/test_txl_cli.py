@@ -99,6 +99,35 @@ def test_hub_samples_and_scores(wt2_bin, txl_trained):
     assert scored["positional_scores"].shape == (6,) and torch.isfinite(scored["positional_scores"]).all()
 
 
+def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path):
+    """fairseq-define-cache-tables on a DeFINE Transformer-XL checkpoint (the unit on the
+    projected adaptive input): eval-lm prints the same loss, the hub's per-token scores agree
+    within 1e-5, as does define_cache_on_load."""
+    from fairseq_define.models.transformer_xl import TransformerXLLanguageModel
+
+    ckpt = tmp_path / "define_txl"
+    run_cli("fairseq-train", wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
+            "--batch-size", "8", "--max-update", "30", "--disable-validation", "--save-dir", ckpt)
+    cached = tmp_path / "cached.pt"
+    out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
+    assert "replaced by cached tables of" in out
+    base = result(eval_lm(wt2_bin, ckpt, "--batch-size", "4").stdout)
+    assert result(run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
+                          "--path", cached, "--gen-subset", "valid", "--batch-size", "4").stdout) == base
+    lms = [TransformerXLLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(wt2_bin)),
+           TransformerXLLanguageModel.from_pretrained(str(tmp_path), "cached.pt", data_name_or_path=str(wt2_bin)),
+           TransformerXLLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(wt2_bin),
+                                                      define_cache_on_load=True)]
+    assert lms[0].models[0].decoder.embed_tokens.unit is not None
+    assert all(lm.models[0].decoder.embed_tokens.unit is None for lm in lms[1:])
+    sentences = [line.strip() for line in (wt2_bin.parent / "valid.txt").read_text(encoding="utf-8").splitlines()
+                 if len(line.split()) > 5][:4]
+    want = lms[0].score(sentences)
+    for lm in lms[1:]:
+        for got, ref in zip(lm.score(sentences), want):
+            torch.testing.assert_close(got["positional_scores"], ref["positional_scores"], atol=1e-5, rtol=0)
+
+
 def test_params_reproduce_table_2():
     out = run_cli("fairseq-define-params", "--paper-table", "2").stdout
     rows = {

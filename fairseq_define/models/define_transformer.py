@@ -16,6 +16,7 @@ from fairseq.models.transformer import TransformerModel, base_architecture
 from ..modules.define_config import DefineConfig, DefineConfigError
 from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
+from .hub_interface import TranslationHubInterface
 from .inference_tables import InferenceTablesMixin
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,17 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
 
     def define_options(self):
         return self.args
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loading; the interface also scores given translations
+        (``hub.score(sources, targets=...)``, :class:`TranslationHubInterface`)."""
+        from fairseq import hub_utils
+
+        x = hub_utils.from_pretrained(
+            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
+        )
+        return TranslationHubInterface(x["args"], x["task"], x["models"])
 
     @classmethod
     def build_embedding(cls, args, dictionary, embed_dim, path=None):

@@ -89,6 +89,8 @@ class DefineEmbedding(nn.Module):
 
     def forward(self, tokens):
         if self.cached_table is not None:
+            if self.training and torch.is_grad_enabled():
+                raise self._cached_table_error()
             return self.cached_table(tokens)  # [B, T, m]: a plain lookup (section 3.4)
         if self.unique_tokens and not (self.training and self.has_dropout):
             # a token's embedding does not depend on its position: compute each distinct
@@ -100,20 +102,35 @@ class DefineEmbedding(nn.Module):
             return F.embedding(inverse, rows)  # [B, T, m]
         return self.unit(self.map_tokens(tokens))  # [B, T, m]
 
+    @staticmethod
+    def _cached_table_error():
+        # a cached table is the trained unit's output, frozen; training it would silently
+        # turn the model into one with a plain m-dim embedding
+        return DefineConfigError(
+            "this model holds cached DeFINE tables (fairseq-define-cache-tables, "
+            "--define-cached-table or define_cache_on_load), which are for inference only; "
+            "train or fine-tune from the checkpoint with the DeFINE units"
+        )
+
+    def train(self, mode: bool = True):
+        # fairseq-train sets training mode before its first step: refuse there, before a
+        # step fails (which would also write a crash.pt)
+        if mode and self.cached_table is not None:
+            raise self._cached_table_error()
+        return super().train(mode)
+
     @torch.no_grad()
     def cache_table(self, chunk: int = 8192):
         """Replace the unit by a table of its outputs for every vocabulary entry."""
         if self.cached_table is not None:
             return
-        was_training = self.training
-        self.eval()
+        self.eval()  # and it stays so: a cached table is for inference
         ids = torch.arange(self.num_embeddings, device=self.map_device())
         rows = [self.unit(self.map_tokens(part)) for part in ids.split(chunk)]  # [V, m]
         table = nn.Embedding(self.num_embeddings, self.embedding_dim, self.padding_idx)
         table.weight.data.copy_(torch.cat(rows))
         self.cached_table = table.to(rows[0].device, rows[0].dtype)
         self.unit = None
-        self.train(was_training)
 
     def map_device(self):
         return next(self.map.parameters()).device

@@ -33,8 +33,11 @@ def main(argv=None) -> int:
 
     try:
         state, model = load_model_for_rewrite(args.path, args.output, args.data)
-        if not any(isinstance(m, DefineEmbedding) for m in model.modules()):
-            raise UserError(f"{args.path} has no DeFINE embeddings to cache")
+        embeddings = [m for m in model.modules() if isinstance(m, DefineEmbedding)]
+        if not embeddings:
+            raise UserError(f"{args.path} has no DeFINE embeddings to cache (is it a fairseq-define model?)")
+        if all(m.unit is None for m in embeddings):
+            raise UserError(f"{args.path} already holds cached DeFINE tables; use it as it is")
     except UserError as e:
         return cli_error(prog, e)
     units = sum(p.numel() for m in model.modules() if isinstance(m, DefineEmbedding) and m.unit is not None for p in m.unit.parameters())

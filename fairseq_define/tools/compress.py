@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     import fairseq_define  # noqa: F401
     from fairseq_define.errors import UserError, cli_error
     from fairseq_define.modules import DefineEmbedding, cache_define_tables
+    from fairseq_define.models.inference_tables import InferenceTablesMixin
     from fairseq_define.modules.compositional_codes import CompositionalEmbedding, compress_embeddings
 
     from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference
@@ -50,6 +51,13 @@ def main(argv=None) -> int:
         if not 2 <= args.codes <= 256 or args.codebooks < 1 or args.steps < 0 or args.refine_rounds < 0:
             raise UserError("--codes must be in 2..256, --codebooks at least 1, --steps and --refine-rounds at least 0")
         state, model = load_model_for_rewrite(args.path, args.output, args.data)
+        if not isinstance(model, InferenceTablesMixin):
+            # only our models rebuild the codes when a checkpoint is loaded
+            raise UserError(
+                f"{args.path} holds a {type(model).__name__}, not a fairseq-define model: "
+                "fairseq-define-compress rewrites checkpoints of define_transformer, "
+                "define_transformer_xl and define_lstm_lm, whose loaders read the codes"
+            )
         if any(isinstance(m, CompositionalEmbedding) for m in model.modules()):
             raise UserError(f"{args.path} is already compressed")
         if args.cache_define and not any(isinstance(m, DefineEmbedding) for m in model.modules()):

@@ -27,6 +27,12 @@ def load_model_for_rewrite(path: str, output: str, data=None):
 
     if os.path.exists(output):
         raise UserError(f"{output} exists; choose a new file name (nothing is overwritten)")
+    # checked before the work, which can take minutes (compression)
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise UserError(f"the folder of --output {output} does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"the folder of --output {output} is not writable; choose another")
     try:
         state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
     except checkpoint_utils.CheckpointLoadError as e:

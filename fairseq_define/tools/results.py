@@ -510,7 +510,8 @@ def correlation_maps(embed, vocab_size: int, max_tokens: Optional[int] = None, c
     finally:
         for handle in handles:
             handle.remove()
-        embed.train(was_training)
+        if getattr(embed, "cached_table", None) is None:  # a cached table stays in evaluation
+            embed.train(was_training)
     titles = [("map", "map e_i (n={})")]
     titles += [(f"expand{l}", f"expand layer {l + 1} (width {{}})") for l in range(len(layers))]
     if "final" in grams:

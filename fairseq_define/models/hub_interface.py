@@ -1,0 +1,66 @@
+"""The hub interface of define_transformer: fairseq's GeneratorHubInterface (translate,
+sample, generate), plus scoring a given translation, which fairseq's ``score`` leaves out
+for translation tasks."""
+
+import copy
+
+import torch
+from fairseq import utils
+from fairseq.data import LanguagePairDataset
+from fairseq.hub_utils import GeneratorHubInterface
+from omegaconf import open_dict
+
+
+class TranslationHubInterface(GeneratorHubInterface):
+    def score(self, sentences, targets=None, **kwargs):
+        """Log-probabilities of ``targets`` given the source ``sentences``, as
+        ``fairseq-generate --score-reference`` computes them.
+
+        ``hub.score("the house", targets="das Haus")`` returns a dict with ``tokens`` (the
+        binarized target), ``positional_scores`` (natural-log probability of each target
+        token, end of sentence included) and ``score`` (their mean); lists of sources and
+        targets give a list of dicts. Text goes through the checkpoint's tokenizer and BPE
+        like ``translate``'s input.
+        """
+        if targets is None:
+            raise ValueError(
+                "a translation model scores a target given a source: "
+                "call score(sources, targets=...)"
+            )
+        single = isinstance(sentences, str)
+        if single != isinstance(targets, str):
+            raise ValueError("pass one source and one target string, or two lists of the same length")
+        sources, targets = ([sentences], [targets]) if single else (list(sentences), list(targets))
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets: pass one target per source")
+        src = [self.encode(s) for s in sources]  # [S_i] each
+        tgt = [
+            self.tgt_dict.encode_line(self.apply_bpe(self.tokenize(t)), add_if_not_exist=False).long()
+            for t in targets
+        ]  # [T_i] each, ending in </s>
+        dataset = LanguagePairDataset(
+            src, [len(s) for s in src], self.src_dict, tgt, [len(t) for t in tgt], self.tgt_dict,
+            left_pad_source=self.cfg.task.left_pad_source, left_pad_target=self.cfg.task.left_pad_target,
+        )
+        gen_args = copy.deepcopy(self.cfg.generation)
+        with open_dict(gen_args):
+            gen_args.score_reference = True
+            for k, v in kwargs.items():
+                setattr(gen_args, k, v)
+        scorer = self.task.build_generator(self.models, gen_args)  # a SequenceScorer
+        batches = self.task.get_batch_iterator(
+            dataset=dataset,
+            max_tokens=self.cfg.dataset.max_tokens,
+            max_sentences=self.cfg.dataset.batch_size,
+            max_positions=self.max_positions,
+            ignore_invalid_inputs=False,
+            disable_iterator_cache=True,
+        ).next_epoch_itr(shuffle=False)
+        results = [None] * len(src)
+        for batch in batches:
+            batch = utils.apply_to_sample(lambda t: t.to(self.device), batch)
+            with torch.no_grad():
+                hypos = self.task.inference_step(scorer, self.models, batch)
+            for i, hypo in zip(batch["id"].tolist(), hypos):
+                results[i] = {k: v for k, v in hypo[0].items() if k in ("tokens", "score", "positional_scores")}
+        return results[0] if single else results
