@@ -40,7 +40,7 @@ def main(argv=None) -> int:
             raise UserError(f"{args.path} already holds cached DeFINE tables; use it as it is")
     except UserError as e:
         return cli_error(prog, e)
-    units = sum(p.numel() for m in model.modules() if isinstance(m, DefineEmbedding) and m.unit is not None for p in m.unit.parameters())
+    units = sum(p.numel() for m in embeddings if m.unit is not None for p in m.unit.parameters())
     table_bytes = cache_define_tables(model)
     mark_cached_tables(state)
     save_for_inference(state, model, args.output)
