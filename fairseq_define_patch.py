@@ -2,7 +2,7 @@
 
 fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
 checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
-numpy 2 removed (``../shared/notes/fairseq-0.12.2-on-python-3.11.md`` lists each failure).
+numpy 2 removed (docs/fairseq_patch.md lists each failure).
 The stock command-line tools (``fairseq-train``, ``fairseq-generate``, ...) import fairseq
 before any ``--user-dir`` is read, so an import-time workaround in this package cannot reach
 them: the installed files themselves are edited, once, by this module.

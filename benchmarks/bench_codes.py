@@ -1,4 +1,4 @@
-"""How compositional codes are best learned (paper Table 5; README "Compression"): relative
+"""How compositional codes are best learned (paper Table 5; docs/inference.md, "Compression"): relative
 reconstruction error ||E' - E|| / ||E|| of every token table of trained checkpoints, for
 four ways of learning the codes, side by side on the same table:
 

@@ -4,7 +4,7 @@
 # ../shared/data with tiny models, on a CPU.
 #
 #   Command:   bash run_scripts/run_all_small.sh [--workdir DIR] [--updates U]
-#   Hardware:  2 CPU cores, about 75 minutes in all (the README lists each recipe's time).
+#   Hardware:  2 CPU cores, about 75 minutes in all (docs/recipes.md lists each recipe's time).
 #   Output:    DIR/RESULTS.md (every table, ours beside the paper's), DIR/table*/valid_curves.png
 #              (validation perplexity against updates, paper Figure 6), DIR/figures/
 #              correlations_*.png (the correlation maps of paper Figures 4 and 7-11, from the

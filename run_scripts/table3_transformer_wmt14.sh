@@ -20,7 +20,7 @@
 #              and an untied generator; this recipe follows fairseq (one joined 40K BPE
 #              dictionary, --share-all-embeddings), about 65M for the baseline, so the
 #              parameter column differs (fairseq-define-params --paper-table 3).
-#              Small: BLEU near zero after 400 updates: a pipeline check, the parameter ratio
+#              Small: BLEU near zero after 300 updates: a pipeline check, the parameter ratio
 #              is the meaningful number.
 #   Output:    WORKDIR/results.md, WORKDIR/valid_curves.png, WORKDIR/<row>/{train.log,
 #              checkpoint_best.pt, averaged.pt, *.scores, result.json}.

@@ -13,7 +13,7 @@
 #   Paper:     test perplexity standard n=384 27.06 -> 27.36 (411 -> 21 MB), projective n=128
 #              29.16 -> 29.82 (127 -> 21 MB), DeFINE n=128 26.33 -> 26.03 (127 -> 21 MB).
 #   Expected:  full: sizes 15-20x smaller, perplexity within a point. Small: sizes as expected;
-#              undertrained tables compress badly (README, "Compression"), so the small
+#              undertrained tables compress badly (docs/inference.md, "Compression"), so the small
 #              perplexities after compression are much worse: a pipeline check.
 #   Output:    WORKDIR/results.md, WORKDIR/<row>/{compress.log,compressed.pt,result.json}.
 #   Extra:     --table2-workdir DIR (default Table 2's); --init random|autoencoder, --refine-rounds N,

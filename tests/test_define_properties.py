@@ -14,7 +14,7 @@ TRANSFORMS = ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix
 
 
 def documented_groups(transform, depth, max_groups, n, m):
-    """README: halving for hgt/define*, fixed g_max for glt*, 1 for linear."""
+    """docs/define_unit.md: halving for hgt/define*, fixed g_max for glt*, 1 for linear."""
     if transform == "linear":
         return [1] * depth, 1
     g_max = max_groups

@@ -10,7 +10,7 @@
 #              plus a minute or two of data preparation and evaluation each.
 #   Expected:  a table of parameters and validation/test perplexity (fairseq-eval-lm, hidden
 #              state carried through the whole split) for define_lstm_small, n=128 -> m=256,
-#              2 LSTM layers of 512; the README lists what it printed here.
+#              2 LSTM layers of 512; docs/language_models.md lists what it printed here.
 #   Paper:     Table 1c (AWD-LSTM on PTB, 3 x 1150, 1000 epochs on a GPU): AWD-LSTM 61.2 / 58.8,
 #              AWD-LSTM + DeFINE 56.5 / 54.2 (val / test ppl); Table 6 (WikiText-103 LSTM):
 #              HGT 39.79 / 40.92, DeFINE 36.95 / 38.01.

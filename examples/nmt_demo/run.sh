@@ -4,7 +4,7 @@
 #   Command:   make demo            (or: bash examples/nmt_demo/run.sh [options])
 #   Hardware:  2 CPU cores, no GPU; under 10 minutes in all (1000 updates, capped at 8 minutes).
 #   Expected:  sacreBLEU on 502 held-out Tatoeba sentences well above copying the source
-#              (see README "Demo" for the numbers this printed here), and the parameter
+#              (README "Quick start" shows what this printed here), and the parameter
 #              distribution of define_transformer_tiny next to the same-size Transformer.
 #   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 vs + DeFINE 28.25 BLEU on
 #              newstest2017, 92M vs 68M parameters. This demo is a pipeline check at toy

@@ -8,7 +8,7 @@
 #              (default 30), plus 2-3 minutes of data preparation and evaluation.
 #   Expected:  a table of parameters and validation/test perplexity (fairseq-eval-lm with
 #              segment memory) for define_txl_small with a projective map and with DeFINE,
-#              n=128 -> d=256; the README lists what it printed here.
+#              n=128 -> d=256; docs/language_models.md lists what it printed here.
 #   Paper:     Table 2 (WikiText-103, 16-layer Transformer-XL, 200K steps on GPUs): at
 #              n=128, projective 28.06 / 29.16 and DeFINE 25.43 / 26.33 (val / test ppl).
 #

@@ -10,7 +10,7 @@ to reconstruct E), then alternates two exact steps, each of which can only lower
 reconstruction error: the codebooks refitted by least squares for the codes, and each row's
 code in one codebook at a time set to its best value given the others (iterated conditional
 modes, as in additive quantization, Babenko & Lempitsky 2014). Measured on trained tables
-(README, "Compression"), the refinement matters far more than the start: the autoencoder
+(docs/inference.md, "Compression"), the refinement matters far more than the start: the autoencoder
 leaves half of each codebook's codes unused after thousands of steps, and random codes
 refined reach a lower error in seconds, so they are the default start.
 

@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     parser.add_argument("--codes", type=int, default=16, help="K: codes per codebook, 2..256; default 16")
     parser.add_argument("--init", choices=["random", "autoencoder"], default="random",
                         help="where the codes start: random, or Shu & Nakayama's Gumbel-softmax autoencoder; default random "
-                             "(refined, it reaches a lower error: README, Compression)")
+                             "(refined, it reaches a lower error: docs/inference.md, Compression)")
     parser.add_argument("--steps", type=int, default=2000, help="autoencoder training steps per table (batches of 128 rows) with --init autoencoder; default 2000")
     parser.add_argument("--refine-rounds", type=int, default=20,
                         help="rounds of least-squares codebooks + one ICM pass over the codes (stops early when a round "
