@@ -19,6 +19,7 @@ import sys
 from typing import List, Optional, Sequence
 
 import torch
+import torch.nn as nn
 
 import fairseq_define  # noqa: F401  (registers the architectures)
 from fairseq import options
@@ -27,6 +28,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, buil
 
 from ..errors import cli_error
 from ..modules.define_config import DefineConfigError, build_schedule
+from ..modules.define_embedding import UNIT_TYPES
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
 
@@ -91,8 +93,8 @@ def same_size_flags(args) -> List[str]:
     return flags
 
 
-def define_units(model) -> List[DefineUnit]:
-    return [m for m in model.modules() if isinstance(m, DefineUnit)]  # modules() yields each once
+def define_units(model) -> List[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, UNIT_TYPES)]  # modules() yields each once
 
 
 def report_arch(arch, src_vocab, tgt_vocab=None, extra=(), baseline=None) -> dict:
