@@ -23,6 +23,9 @@ Reduce maps the concatenation [e_hat; e] (last Expand output and the map output)
 Widths: N values linearly spaced from n to k (excluding n), each rounded half-up to the
 nearest multiple of the groups that read or write it (lcm of the layer's groups and the next
 layer's groups), as the paper assumes divisible widths (section 3.2).
+
+This is the ``paper`` style; ``define_style=authors`` builds the authors' released unit
+instead, with its own schedule (define_schedule_authors.py; docs/define_unit.md).
 """
 
 import math
