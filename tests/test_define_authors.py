@@ -413,8 +413,19 @@ def test_paper_table_1a_shows_both_styles_beside_the_paper(capsys):
         assert re.search(rf"\({paper}\)\s+{authors}\s", line), line
 
 
-def test_ablation_architectures_stay_in_the_paper_style():
-    model, _ = params.build_arch("define_lstm_wt103_t6_hgt", 30000, extra=["--adaptive-cutoff", "2000,8000"])
+@pytest.mark.parametrize("arch", ["define_lstm_wt103_t6_linear", "define_lstm_wt103_t6_glt", "define_lstm_wt103_t6_hgt",
+                                  "define_lstm_wt103_t6_define_nomix", "define_lstm_wt103_t8_residual",
+                                  "define_lstm_wt103_t8_no_reduce"])
+def test_ablation_architectures_are_pinned_to_the_paper_style(arch):
+    """Whatever the default style: the arch fills define_style=paper when the user sets none."""
+    from argparse import Namespace
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    args = Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    assert args.define_style == "paper"
+    model, _ = params.build_arch(arch, 30000, extra=["--adaptive-cutoff", "2000,8000"])
     assert all(isinstance(u, DefineUnit) for u in params.define_units(model))
 
 
