@@ -8,7 +8,7 @@ import torch.nn as nn
 from fairseq.modules import AdaptiveInput, AdaptiveSoftmax
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
-from .modules.define_unit import DefineUnit
+from .modules.define_embedding import UNIT_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def parameter_distribution(model: nn.Module) -> Dict[str, int]:
                 counts[column] += p.numel()
 
     for module in model.modules():
-        if isinstance(module, DefineUnit) and module.schedule.transform != "projective":
+        if isinstance(module, UNIT_TYPES) and module.schedule.transform != "projective":
             take(module, "define")
     for name, module in model.named_modules():
         last = name.rsplit(".", 1)[-1]

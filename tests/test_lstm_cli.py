@@ -156,6 +156,19 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(ptb_bin, awd_trained, t
             torch.testing.assert_close(got["positional_scores"], ref["positional_scores"], atol=1e-5, rtol=0)
 
 
+def test_authors_style_trains_evaluates_and_caches(ptb_bin, tmp_path):
+    """The authors' unit in an LSTM LM through fairseq-train, fairseq-eval-lm and the cache
+    tool: the cached checkpoint evaluates to the same loss."""
+    out = run_cli("fairseq-train", ptb_bin, *LSTM, "--define-transform", "define", "--define-style", "authors",
+                  "--define-dropout", "0.1", "--criterion", "projected_adaptive_loss", "--optimizer", "adam",
+                  "--lr", "3e-3", "--batch-size", "8", "--max-update", "8", "--disable-validation",
+                  "--save-dir", tmp_path).stdout
+    assert re.search(r"define_lstm_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 8" in out
+    run_cli("fairseq-define-cache-tables", "--path", tmp_path / "checkpoint_last.pt", "--output", tmp_path / "c.pt")
+    base = loss_base2(eval_lm(ptb_bin, tmp_path, "--batch-size", "8").stdout)
+    assert loss_base2(eval_lm(ptb_bin, tmp_path / "c.pt", "--batch-size", "8").stdout) == base
+
+
 def test_params_reproduce_tables_1a_and_1c():
     out = run_cli("fairseq-define-params", "--paper-table", "1a").stdout
     for row, cols in {"R1 standard": ("23.36", "68.81"), "R2 adaptive": ("23.36", "9.25"),
@@ -167,6 +180,7 @@ def test_params_reproduce_tables_1a_and_1c():
     out = run_cli("fairseq-define-params", "--paper-table", "1c").stdout
     assert re.search(r"AWD-LSTM\s+DeFINE 0.00M .* total 24.22M", out)
     assert re.search(r"AWD-LSTM \+ DeFINE\s+DeFINE [0-9.]+M .*\(paper: 20M\)", out)
+    assert re.search(r"AWD-LSTM \+ DeFINE \(authors\)\s+DeFINE 2\.18M .*total 21\.85M", out)
 
 
 def test_compressed_checkpoint_evaluates_close_to_the_original(ptb_bin, awd_trained, tmp_path):

@@ -99,15 +99,18 @@ def test_hub_samples_and_scores(wt2_bin, txl_trained):
     assert scored["positional_scores"].shape == (6,) and torch.isfinite(scored["positional_scores"]).all()
 
 
-def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path):
+@pytest.mark.parametrize("style", ["paper", "authors"])
+def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path, style):
     """fairseq-define-cache-tables on a DeFINE Transformer-XL checkpoint (the unit on the
-    projected adaptive input): eval-lm prints the same loss, the hub's per-token scores agree
-    within 1e-5, as does define_cache_on_load."""
+    projected adaptive input) of either unit style: eval-lm prints the same loss, the hub's
+    per-token scores agree within 1e-5, as does define_cache_on_load."""
     from fairseq_define.models.transformer_xl import TransformerXLLanguageModel
 
     ckpt = tmp_path / "define_txl"
-    run_cli("fairseq-train", wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
-            "--batch-size", "8", "--max-update", "30", "--disable-validation", "--save-dir", ckpt)
+    out = run_cli("fairseq-train", wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
+                  "--define-style", style, "--batch-size", "8", "--max-update", "30", "--disable-validation",
+                  "--save-dir", ckpt).stdout
+    assert re.search(r"define_txl_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 30" in out
     cached = tmp_path / "cached.pt"
     out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
     assert "replaced by cached tables of" in out

@@ -177,8 +177,11 @@ for _row, _N, _n in (("r3", 3, 256), ("r4", 7, 384), ("r5", 11, 512)):
           **WT103, define_map_dim=_n, define_transform="define", define_depth=_N, define_expand_dim=1024)
 
 # Table 6 (N=7, n=m=384, k=1024); GLT uses 4 groups everywhere
-for _t, _extra in (("linear", {}), ("glt", {"define_max_groups": 4}), ("glt_shuffle", {"define_max_groups": 4}),
-                   ("hgt", {}), ("define_nomix", {}), ("define", {})):
+# the ablations exist only in the paper's structure: pinned to it whatever the default style
+_PAPER = {"define_style": "paper"}
+for _t, _extra in (("linear", _PAPER), ("glt", {"define_max_groups": 4, **_PAPER}),
+                   ("glt_shuffle", {"define_max_groups": 4, **_PAPER}), ("hgt", _PAPER),
+                   ("define_nomix", _PAPER), ("define", {})):
     _arch(f"define_lstm_wt103_t6_{_t}", f"Table 6: {_t} on the adaptive map, N=7, n=m=384, k=1024",
           **WT103, define_map_dim=384, define_transform=_t, define_depth=7, define_expand_dim=1024, **_extra)
 
@@ -190,9 +193,10 @@ for _N, _n in ((3, 256), (7, 384), (11, 512)):
 
 # Table 8
 _arch("define_lstm_wt103_t8_residual", "Table 8a: DeFINE with residual connections (widths k/2), N=7, n=m=384, k=1024",
-      **WT103, define_map_dim=384, define_transform="define_residual", define_depth=7, define_expand_dim=1024)
+      **WT103, define_map_dim=384, define_transform="define_residual", define_depth=7, define_expand_dim=1024, **_PAPER)
 _arch("define_lstm_wt103_t8_no_reduce", "Table 8b: MER without Reduce (the LSTM reads e_hat, k=1024), N=7, n=384",
-      **WT103, define_map_dim=384, define_transform="define", define_depth=7, define_expand_dim=1024, define_no_reduce=True)
+      **WT103, define_map_dim=384, define_transform="define", define_depth=7, define_expand_dim=1024, define_no_reduce=True,
+      **_PAPER)
 
 # Table 1c: AWD-LSTM on PTB (3 layers of 1150, the last n wide; Merity et al.'s dropouts)
 AWD = dict(lstm_layers=3, lstm_hidden_dim=1150, adaptive_cutoff="", dropout=0.4, dropout_hidden=0.25,

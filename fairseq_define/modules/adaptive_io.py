@@ -9,6 +9,7 @@ V*n + 4*n*d_model + V (one output bias per word) + the cluster logits, which rep
 paper's 110.04 / 103.08 / 69.20 / 34.73 / 17.50M.
 """
 
+import math
 from typing import List, Optional
 
 import torch
@@ -133,3 +134,19 @@ class ProjectedAdaptiveSoftmax(nn.Module):
             "--criterion projected_adaptive_loss (or cross_entropy); fairseq's adaptive_loss "
             "expects fairseq's own AdaptiveSoftmax"
         )
+
+
+def band_scaled_forward(adaptive: AdaptiveInput, tokens: torch.Tensor) -> torch.Tensor:
+    """fairseq's adaptive input with each band's table output scaled by sqrt(its width)
+    before the band's projection, as the authors' adaptive input does (the map of the
+    ``authors`` DeFINE style). tokens [*] -> [*, output dim]."""
+    result = None
+    for i, (band, hi) in enumerate(zip(adaptive.embeddings, adaptive.cutoff)):
+        lo = adaptive.cutoff[i - 1] if i else 0
+        mask = (tokens >= lo) & (tokens < hi)  # [*]
+        table, proj = band[0], band[1]
+        rows = proj(table(tokens[mask] - lo) * math.sqrt(table.embedding_dim))  # [N_band, d]
+        if result is None:
+            result = rows.new_zeros(tokens.shape + (rows.shape[-1],))
+        result = result.index_put((mask,), rows)  # out of place: autograd through every band
+    return result

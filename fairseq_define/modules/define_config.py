@@ -23,6 +23,9 @@ Reduce maps the concatenation [e_hat; e] (last Expand output and the map output)
 Widths: N values linearly spaced from n to k (excluding n), each rounded half-up to the
 nearest multiple of the groups that read or write it (lcm of the layer's groups and the next
 layer's groups), as the paper assumes divisible widths (section 3.2).
+
+This is the ``paper`` style; ``define_style=authors`` builds the authors' released unit
+instead, with its own schedule (define_schedule_authors.py; docs/define_unit.md).
 """
 
 import math
@@ -38,7 +41,10 @@ DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
 )
 DEFINE_MAP_CHOICES = ChoiceEnum(["standard", "adaptive"])
 DEFINE_ACTIVATION_CHOICES = ChoiceEnum(["swish", "gelu", "relu", "tanh", "linear"])
-DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "none"])
+DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "group_layer", "none"])
+DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
+# The one place the default unit structure is chosen (docs/define_unit.md compares the two).
+DEFAULT_DEFINE_STYLE = "paper"
 DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
 
 # transform -> (group schedule, skip connection to the input, feature shuffle)
@@ -60,6 +66,16 @@ class DefineConfigError(UserError, ValueError):
 
 @dataclass
 class DefineConfig(FairseqDataclass):
+    define_style: DEFINE_STYLE_CHOICES = field(
+        default=DEFAULT_DEFINE_STYLE,
+        metadata={
+            "help": "structure of the define unit: paper (the paper's text: Expand from n to "
+            "k with g_max halved per layer, mixing in the map output, Reduce [e_hat; e] -> m) "
+            "or authors (the authors' released DeFINE mode: input Linear n -> m/2, N layers "
+            "from m/2 towards k and back to m with groups 1,2,4,..,g_max reversed, per-group "
+            "LayerNorm, output Linear; per-band sqrt(dim) map scaling). See docs/define_unit.md"
+        },
+    )
     define_transform: DEFINE_TRANSFORM_CHOICES = field(
         default="define",
         metadata={
@@ -102,7 +118,13 @@ class DefineConfig(FairseqDataclass):
         default="swish", metadata={"help": "activation after each Expand layer"}
     )
     define_norm: DEFINE_NORM_CHOICES = field(
-        default="layer", metadata={"help": "normalization after each Expand layer"}
+        default="layer",
+        metadata={
+            "help": "normalization after each Expand layer: layer (LayerNorm over the layer's "
+            "width), group_layer (LayerNorm over each group's out/g features, one affine shared "
+            "by the groups), or none. Authors style: layer and group_layer both build their "
+            "per-group LayerNorm"
+        },
     )
     define_no_bias: bool = field(
         default=False,

@@ -8,8 +8,41 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput, FairseqDropout
 
-from .define_config import DefineConfigError, parse_int_list, schedule_from_config
+from .adaptive_io import band_scaled_forward
+from .awd_regularization import locked_dropout
+from .define_config import DEFAULT_DEFINE_STYLE, DefineConfigError, parse_int_list, schedule_from_config
+from .define_schedule_authors import authors_schedule_from_config, check_authors_settings
 from .define_unit import DefineUnit
+from .define_unit_authors import AuthorsDefineUnit
+
+# every module class that is a DeFINE unit (the parameter report counts them as DeFINE)
+UNIT_TYPES = (DefineUnit, AuthorsDefineUnit)
+
+
+def define_style(cfg) -> str:
+    """The style that builds this config's unit: ``authors`` only changes the define
+    transform (projective and none have no DeFINE unit to change; the ablations of the
+    paper's unit are refused there)."""
+    style = str(getattr(cfg, "define_style", None) or DEFAULT_DEFINE_STYLE)
+    if style == "authors":
+        check_authors_settings(cfg)
+        if str(cfg.define_transform) != "define":
+            return "paper"
+    return style
+
+
+def unit_schedule(cfg, out_dim: int, in_dim: int):
+    """The layer shapes of ``cfg``'s unit (of its style) reading ``in_dim`` features."""
+    if define_style(cfg) == "authors":
+        return authors_schedule_from_config(cfg, out_dim, in_dim=in_dim)
+    return schedule_from_config(cfg, out_dim, in_dim=in_dim)
+
+
+def build_unit(cfg, schedule):
+    """The DeFINE unit for a schedule from :func:`unit_schedule`."""
+    unit_cls = AuthorsDefineUnit if getattr(schedule, "style", "paper") == "authors" else DefineUnit
+    return unit_cls(schedule, activation=cfg.define_activation, norm=cfg.define_norm,
+                    bias=not cfg.define_no_bias, dropout=cfg.define_dropout)
 
 
 def map_embedding(num_embeddings, dim, padding_idx):
@@ -34,7 +67,8 @@ class DefineEmbedding(nn.Module):
         its output."""
         super().__init__()
         n = cfg.define_map_dim if map_layer is None else map_layer.embedding_dim
-        self.schedule = schedule_from_config(cfg, out_dim, in_dim=n)
+        self.style = define_style(cfg)
+        self.schedule = unit_schedule(cfg, out_dim, n)
         self.padding_idx = padding_idx
         self.num_embeddings = num_embeddings
         self.map_kind = "model" if map_layer is not None else str(cfg.define_map)
@@ -59,6 +93,8 @@ class DefineEmbedding(nn.Module):
         else:
             self.map = map_embedding(num_embeddings, n, padding_idx)
             self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
+        if self.style == "authors" and isinstance(self.map, AdaptiveInput):
+            self.map_scale = 1.0  # each band is scaled by sqrt(its width) instead
         self.map_dropout = FairseqDropout(cfg.define_map_dropout, module_name="DefineMapDropout")
         self.embedding_dim = self.schedule.out_dim
         # the unique-token path changes nothing only if no dropout acts inside the embedding
@@ -68,13 +104,7 @@ class DefineEmbedding(nn.Module):
             self.unit = None
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
-            self.unit = DefineUnit(
-                self.schedule,
-                activation=cfg.define_activation,
-                norm=cfg.define_norm,
-                bias=not cfg.define_no_bias,
-                dropout=cfg.define_dropout,
-            )
+            self.unit = build_unit(cfg, self.schedule)
             self.cached_table = None
 
     @property
@@ -85,6 +115,14 @@ class DefineEmbedding(nn.Module):
         return self.map.weight
 
     def map_tokens(self, tokens):
+        if self.style == "authors":
+            if isinstance(self.map, AdaptiveInput):
+                e = band_scaled_forward(self.map, tokens)  # [B, T, n]
+            else:
+                e = self.map(tokens) * self.map_scale
+            if e.dim() == 3:  # their map dropout: one mask per sequence
+                return locked_dropout(e, self.map_dropout.p, self.training)
+            return self.map_dropout(e)
         return self.map_dropout(self.map(tokens) * self.map_scale)  # [B, T, n]
 
     def forward(self, tokens):

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
 from .define_config import DefineSchedule
+from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
 
 _ACTIVATIONS = {
@@ -34,7 +35,13 @@ class ExpandLayer(nn.Module):
     def __init__(self, in_dim, out_dim, groups, bias, shuffle, norm, activation, dropout):
         super().__init__()
         self.transform = GroupLinear(in_dim, out_dim, groups, bias=bias, shuffle=shuffle)
-        self.norm = nn.LayerNorm(out_dim) if norm == "layer" else None
+        norm = str(norm)
+        if norm == "layer":
+            self.norm = nn.LayerNorm(out_dim)
+        elif norm == "group_layer":  # one LayerNorm per group, affine shared by the groups
+            self.norm = GroupLayerNorm(out_dim, groups)
+        else:
+            self.norm = None
         self.activation = str(activation)
         self.dropout = FairseqDropout(dropout, module_name=self.__class__.__name__)
 

@@ -19,6 +19,7 @@ import sys
 from typing import List, Optional, Sequence
 
 import torch
+import torch.nn as nn
 
 import fairseq_define  # noqa: F401  (registers the architectures)
 from fairseq import options
@@ -27,6 +28,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, buil
 
 from ..errors import cli_error
 from ..modules.define_config import DefineConfigError, build_schedule
+from ..modules.define_embedding import UNIT_TYPES
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
 
@@ -74,6 +76,29 @@ def build_arch(arch: str, src_vocab: int, tgt_vocab: Optional[int] = None, extra
         return build_model(args, VocabularyOnlyTask(src_dict, tgt_dict)), args
 
 
+STYLES = ("paper", "authors")  # the unit structures (--define-style; docs/define_unit.md)
+
+
+def build_styles(arch: str, vocab: int, extra: Sequence[str] = ()) -> dict:
+    """``{style: model}`` for every unit style; None where the style refuses the
+    architecture (the paper's ablations have no authors' counterpart)."""
+    models = {}
+    for style in STYLES:
+        try:
+            models[style], _ = build_arch(arch, vocab, extra=[*extra, "--define-style", style])
+        except DefineConfigError:
+            models[style] = None
+    return models
+
+
+def _millions(model, column: str) -> Optional[float]:
+    return None if model is None else parameter_distribution(model)[column] / 1e6
+
+
+def _or_dash(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 # The sizes that make a baseline "the same model" without DeFINE.
 SIZE_KEYS = [
     "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_layers", "encoder_attention_heads",
@@ -91,8 +116,8 @@ def same_size_flags(args) -> List[str]:
     return flags
 
 
-def define_units(model) -> List[DefineUnit]:
-    return [m for m in model.modules() if isinstance(m, DefineUnit)]  # modules() yields each once
+def define_units(model) -> List[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, UNIT_TYPES)]  # modules() yields each once
 
 
 def report_arch(arch, src_vocab, tgt_vocab=None, extra=(), baseline=None) -> dict:
@@ -161,8 +186,10 @@ def table_3(vocab: int) -> None:
         "OpenNMT with separate ~31K vocabularies)."
     )
     base = report_arch("transformer_wmt_en_de", vocab)
-    ours = report_arch("define_transformer_wmt_en_de", vocab)
-    print(f"ratio define_transformer_wmt_en_de / transformer_wmt_en_de = {ours['total'] / base['total']:.3f}")
+    for style in STYLES:
+        ours = report_arch("define_transformer_wmt_en_de", vocab, extra=["--define-style", style])
+        print(f"ratio define_transformer_wmt_en_de ({style} unit) / transformer_wmt_en_de = "
+              f"{ours['total'] / base['total']:.3f}")
 
 
 # Table 2 (WikiText-103, Transformer-XL): (row, arch, paper's DeFINE / context / input-output)
@@ -187,15 +214,18 @@ def table_2() -> None:
         "20K/40K/200K, div_val 1, per-band projections n -> d tied between input and output). "
         "Columns: ours (paper)."
     )
-    print(f"{'row':<18} {'DeFINE':>15} {'context model':>17} {'input-output':>17}")
+    print(f"{'row':<18} {'DeFINE paper-style':>19} {'authors':>8} {'context model':>17} {'input-output':>17}")
     for name, arch, p_define, p_context, p_io in TABLE2_ROWS:
-        model, _ = build_arch(arch, WT103_VOCAB)
-        c = {k: v / 1e6 for k, v in parameter_distribution(model).items()}
+        models = build_styles(arch, WT103_VOCAB)
+        c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
         define = f"{c['define']:.2f} ({p_define:.2f})" if p_define else "-"
-        print(f"{name:<18} {define:>15} {c['context']:>7.2f} ({p_context:.2f}) {c['input_output']:>8.2f} ({p_io:.2f})")
-    model, _ = build_arch("define_txl_wt103_define_n128", WT103_VOCAB)
-    for unit in define_units(model):
-        print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection): {unit.schedule.describe()}")
+        authors = _or_dash(_millions(models["authors"], "define")) if p_define else "-"
+        print(f"{name:<18} {define:>19} {authors:>8} {c['context']:>7.2f} ({p_context:.2f}) "
+              f"{c['input_output']:>8.2f} ({p_io:.2f})")
+    for style, model in build_styles("define_txl_wt103_define_n128", WT103_VOCAB).items():
+        for unit in define_units(model):
+            print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection), {style} style: "
+                  f"{unit.schedule.describe()}")
     print(
         "The context and input-output columns reproduce the paper. The paper's 1.92M DeFINE "
         "unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
@@ -257,18 +287,23 @@ def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
         "input/softmax tied (cutoffs 20K/40K/200K, factor 4, no output bias) but R1 (a standard "
         "table with an output bias). Columns: ours (paper), millions."
     )
-    print(f"{'row':<24} {'DeFINE':>14} {'context model':>15} {'input-output':>15} {'total':>15}")
+    print(f"{'row':<24} {'DeFINE paper-style':>18} {'authors':>8} {'context model':>15} {'input-output':>15} "
+          f"{'total paper-style':>17} {'authors':>8}")
     for name, arch, p_define, p_context, p_io, p_total in rows:
-        model, _ = build_arch(arch, vocab)
-        c = {k: v / 1e6 for k, v in parameter_distribution(model).items()}
-        print(f"{name:<24} {_ours_paper(c['define'], p_define):>14} {_ours_paper(c['context'], p_context):>15} "
-              f"{_ours_paper(c['input_output'], p_io):>15} {_ours_paper(c['total'], p_total):>15}")
-        for unit in define_units(model):
-            print(f"{'':<24} unit: {unit.schedule.describe()}")
+        models = build_styles(arch, vocab)
+        c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
+        print(f"{name:<24} {_ours_paper(c['define'], p_define):>18} {_or_dash(_millions(models['authors'], 'define')):>8} "
+              f"{_ours_paper(c['context'], p_context):>15} {_ours_paper(c['input_output'], p_io):>15} "
+              f"{_ours_paper(c['total'], p_total):>17} {_or_dash(_millions(models['authors'], 'total')):>8}")
+        for style, model in models.items():
+            for unit in define_units(model) if model is not None else ():
+                print(f"{'':<24} {style} unit: {unit.schedule.describe()}")
     print(
         "The context-model and input-output columns reproduce the paper. Its DeFINE column "
-        "cannot be rebuilt (g_max is not stated, and Tables 1a and 6 disagree on the same "
-        "N=7 unit: 1.83M vs 2.26M); ours is printed with the schedule that gives it."
+        "cannot be rebuilt exactly (g_max is not stated, and Tables 1a and 6 disagree on the "
+        "same N=7 unit: 1.83M vs 2.26M); the authors' released unit (--define-style authors) "
+        "comes closest. Both units are printed with the schedules that give them; '-': the "
+        "authors' code has no such unit."
     )
 
 
@@ -280,13 +315,15 @@ def table_1c(vocab: int = PTB_VOCAB) -> None:
         f"Table 1c (AWD-LSTM on PTB, vocabulary {vocab:,}): 3 LSTM layers of 1150, the last as "
         "wide as the tied output table. Columns: ours (paper), millions."
     )
-    for name, arch, paper in (("AWD-LSTM", "define_awd_lstm_ptb", 24.0),
-                              ("AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", 20.0)):
-        model, _ = build_arch(arch, vocab)
-        counts = parameter_distribution(model)
-        print(f"{name:<20} {format_distribution(counts)}  (paper: {paper:.0f}M)")
-        for unit in define_units(model):
-            print(f"{'':<20} unit: {unit.schedule.describe()}")
+    for name, arch, paper, styles in (("AWD-LSTM", "define_awd_lstm_ptb", 24.0, ("paper",)),
+                                      ("AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", 20.0, STYLES)):
+        models = build_styles(arch, vocab)  # the baseline has no unit: one row
+        for style in styles:
+            counts = parameter_distribution(models[style])
+            label = f"{name} (authors)" if style == "authors" else name
+            print(f"{label:<28} {format_distribution(counts)}  (paper: {paper:.0f}M)")
+            for unit in define_units(models[style]):
+                print(f"{'':<28} {style} unit: {unit.schedule.describe()}")
     rest = (counts["context"] + counts["input_output"]) / 1e6
     print(
         "The baseline matches AWD-LSTM's 24.2M. With DeFINE (n=128, k=1024, N=7, m=400) the "
