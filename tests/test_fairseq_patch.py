@@ -59,8 +59,8 @@ def test_unknown_content_is_refused_and_nothing_is_written(pristine_copy):
     with pytest.raises(fp.FairseqPatchError, match="refusing to patch"):
         fp.apply(roots)
     assert before == {s.path: s.path.read_bytes() for s in fp.statuses(roots)}
-    states = {s.path.name: s.state for s in fp.statuses(roots)}
-    assert states["data_utils.py"] == "unknown" and states["configs.py"] == "original"
+    states = {s.patch.path: s.state for s in fp.statuses(roots)}
+    assert states["fairseq/data/data_utils.py"] == "unknown" and states["fairseq/dataclass/configs.py"] == "original"
 
 
 def test_check_mode_fails_on_unpatched(pristine_copy, monkeypatch):
