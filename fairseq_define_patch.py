@@ -92,6 +92,8 @@ def _fairseq_checkpoint_safe_globals():
     import omegaconf
     from omegaconf import nodes as omegaconf_nodes
 
+    from fairseq.data import dictionary as fairseq_dictionary
+
     allowed = [
         argparse.Namespace,
         collections.OrderedDict,
@@ -107,6 +109,8 @@ def _fairseq_checkpoint_safe_globals():
         omegaconf_nodes.BooleanNode,
         omegaconf_nodes.EnumNode,
         typing.Any,
+        # task state of the audio fine-tuning and HuBERT tasks: symbols, counts, indices
+        fairseq_dictionary.Dictionary,
         # omegaconf metadata names these types (a config broadcast between ranks)
         dict,
         list,
@@ -145,12 +149,7 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         # a class or function outside the allow-list: what a crafted checkpoint needs
         reason = [l.strip() for l in str(e).splitlines() if "GLOBAL" in l]
         if reason:
-            raise CheckpointLoadError(
-                f"refusing to load {name}: it holds objects outside fairseq's allow-list of "
-                f"checkpoint classes, and unpickling them could run code ({reason[0]}). If "
-                f"you trust this file, convert it once with: "
-                f"fairseq-define-trust-checkpoint {name} NEW.pt"
-            ) from None
+            raise CheckpointLoadError(_refusal_message(f, name, reason[0])) from None
         error = e
     except FileNotFoundError:
         raise CheckpointLoadError(
@@ -331,6 +330,118 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
     return (utils_patch,) + sites
 
 
+# What a refused checkpoint needs, read from its pickle without running it: the safe loader's
+# refusal says whether the file can be converted, and fairseq-define-trust-checkpoint
+# converts only files whose globals are all plain data (inserted into checkpoint_utils.py).
+_PICKLE_INSPECTION_HELPER = '''
+
+# Globals outside the safe loader's allow-list that build plain data (numpy values); enums of
+# fairseq, fairseq_define and omegaconf count as plain data too (added by fairseq_define).
+CONVERTIBLE_CHECKPOINT_GLOBALS = (
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "builtins.frozenset",
+)
+_ENUM_MODULES = ("fairseq.", "fairseq_define.", "omegaconf.")
+
+
+def resolve_checkpoint_global(qualified):
+    """(kind, object) for a pickle global ``module.name``: "safe" (the safe loader accepts
+    it), "data" (plain data that fairseq-define-trust-checkpoint converts) or "code" (object
+    None; its module is never imported)."""
+    import enum
+    import importlib
+
+    from torch import _weights_only_unpickler
+
+    safe = dict(_weights_only_unpickler._get_allowed_globals())
+    for obj in _fairseq_checkpoint_safe_globals():
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "_name", "")
+        safe[f"{obj.__module__}.{name}"] = obj
+    if qualified in safe:
+        return "safe", safe[qualified]
+    if qualified not in CONVERTIBLE_CHECKPOINT_GLOBALS and not qualified.startswith(_ENUM_MODULES):
+        return "code", None
+    module, _, name = qualified.rpartition(".")
+    try:  # numpy, fairseq, fairseq_define, omegaconf: importing them runs nothing the file chose
+        obj = importlib.import_module(module)
+        obj = getattr(obj, name)
+    except (ImportError, AttributeError, ValueError):
+        return "code", None
+    if qualified in CONVERTIBLE_CHECKPOINT_GLOBALS:
+        return "data", obj
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+        return "data", obj
+    return "code", None
+
+
+def checkpoint_pickle_globals(path):
+    """The globals (``module.name``) that a torch.save file's pickles refer to, read with
+    pickletools.genops: nothing is unpickled. Handles the zip format and the legacy stream;
+    a global whose name the pickle computes is reported as "<computed>"."""
+    import _compat_pickle
+    import pickletools
+    import zipfile
+
+    def scan(stream, found):
+        memo, strings = {}, []
+        for op, arg, _pos in pickletools.genops(stream):
+            if op.name in ("GLOBAL", "INST"):  # Python 2 names, as pickle's fix_imports reads them
+                mod, name = arg.split(" ", 1)
+                mod, name = _compat_pickle.NAME_MAPPING.get((mod, name), (mod, name))
+                found.append(f"{_compat_pickle.IMPORT_MAPPING.get(mod, mod)}.{name}")
+            elif op.name == "STACK_GLOBAL":
+                mod, name = strings[-2:] if len(strings) >= 2 else (None, None)
+                ok = isinstance(mod, str) and isinstance(name, str)
+                found.append(f"{mod}.{name}" if ok else "<computed>")
+            elif op.name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+                memo[len(memo) if op.name == "MEMOIZE" else arg] = strings[-1] if strings else None
+                continue
+            elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+                strings.append(memo.get(arg))
+                continue
+            strings.append(arg if isinstance(arg, str) and ("UNICODE" in op.name or "STRING" in op.name) else None)
+
+    found = []
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            for entry in z.namelist():
+                if entry == "data.pkl" or entry.endswith("/data.pkl"):
+                    with z.open(entry) as f:
+                        scan(f, found)
+    else:
+        with open(path, "rb") as f:  # legacy: magic, protocol, sys info, object, storage keys
+            for _ in range(5):
+                scan(f, found)
+    return list(dict.fromkeys(found))
+
+
+def _refusal_message(f, name, reason):
+    kinds = {}
+    if isinstance(f, (str, os.PathLike)):
+        try:
+            kinds = {g: resolve_checkpoint_global(g)[0] for g in checkpoint_pickle_globals(f)}
+        except Exception:  # a pickle genops cannot read: torch's reason is all there is
+            kinds = {}
+    code = [g for g, k in kinds.items() if k == "code"]
+    data = [g for g, k in kinds.items() if k == "data"]
+    if data and not code:
+        return (
+            f"refusing to load {name}: it holds objects outside fairseq's allow-list of "
+            f"checkpoint classes ({', '.join(data)}); they are plain data, so if you trust "
+            f"this file, convert it once with: fairseq-define-trust-checkpoint {name} NEW.pt"
+        )
+    return (
+        f"refusing to load {name}: it holds code, not only data (unpickling it would call "
+        f"{', '.join(code) if code else reason}); do not load or convert this file"
+    )
+
+'''
+
 PATCHES: Tuple[FilePatch, ...] = (
     FilePatch(
         "fairseq",
@@ -433,6 +544,10 @@ PATCHES: Tuple[FilePatch, ...] = (
                 '                ), f"Failed to copy {checkpoints[0]} to {tmp}"\n'
                 "                if tmp != cp:\n"
                 "                    PathManager.rename(tmp, cp)  # atomic: never a half-written cp\n",
+            ),
+            Edit(
+                "    return extra_state, epoch_itr\n\n\ndef load_checkpoint_to_cpu(",
+                "    return extra_state, epoch_itr\n" + _PICKLE_INSPECTION_HELPER + "\ndef load_checkpoint_to_cpu(",
             ),
         ),
     ),
@@ -586,7 +701,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "492f5cc59ad67815cb5616681f505fae69958227c9e76a4dc5ceaf2cba326aab",
+        "d56fc3516a488b090d2822967288b00b84fe2524006cb07f510fb95f42502fc4",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",

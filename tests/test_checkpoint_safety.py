@@ -1,5 +1,6 @@
 """Checkpoints load through torch's weights-only unpickler with fairseq's allow-list."""
 
+import collections
 import os
 import shutil
 
@@ -66,17 +67,24 @@ def test_resume_refuses_a_crafted_checkpoint_last(wmt_bin, trained, tmp_path):
     assert (save / "checkpoint_last.pt").read_bytes() == before
 
 
-def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path):
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path, legacy):
+    from fairseq.data.text_compressor import TextCompressionLevel
+
     old = tmp_path / "old.pt"
     state = safe_torch_load(str(trained / "checkpoint_last.pt"))
-    state["extra_state"]["best"] = np.float64(3.5)  # what older fairseq versions stored
-    torch.save(state, old)
-    with pytest.raises(CheckpointLoadError, match="fairseq-define-trust-checkpoint"):
+    # what older software stored: numpy scalars, arrays and dtypes, fairseq enums
+    state["extra_state"].update(best=np.float64(3.5), steps=np.arange(3), dtype=np.dtype("float32"),
+                                level=TextCompressionLevel.low)
+    torch.save(state, old, _use_new_zipfile_serialization=not legacy)
+    with pytest.raises(CheckpointLoadError, match="they are plain data, so if you trust this file, convert it once "
+                                                  "with: fairseq-define-trust-checkpoint"):
         safe_torch_load(str(old))
     new = tmp_path / "converted.pt"
     run_cli("fairseq-define-trust-checkpoint", old, new)
     converted = safe_torch_load(str(new))
-    assert converted["extra_state"]["best"] == 3.5
+    assert converted["extra_state"]["best"] == 3.5 and converted["extra_state"]["dtype"] == "float32"
+    assert torch.equal(converted["extra_state"]["steps"], torch.arange(3)) and converted["extra_state"]["level"] == "low"
     for k, v in state["model"].items():
         assert torch.equal(converted["model"][k], v)
     again = run_cli("fairseq-define-trust-checkpoint", old, new, check=False)
@@ -261,3 +269,59 @@ def test_a_checkpoint_with_literal_layer_strings_builds_its_model(wmt_bin, train
     errors = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-generate: error: ")]
     assert proc.returncode != 0 and "Traceback" not in proc.stdout, proc.stdout[-3000:]
     assert errors and "does not fit this model" in errors[-1], proc.stdout[-3000:]
+
+
+def _raw_legacy_stream(main_pickle: bytes) -> bytes:
+    """A legacy (non-zip) torch.save stream around a hand-written pickle."""
+    import pickle
+
+    from torch.serialization import MAGIC_NUMBER, PROTOCOL_VERSION
+
+    head = b"".join(pickle.dumps(x, protocol=2) for x in (MAGIC_NUMBER, PROTOCOL_VERSION, {"protocol_version": 1001}))
+    return head + main_pickle + pickle.dumps([], protocol=2)
+
+
+# (global the payload names, how to make it): each calls something when unpickled
+CODE_PAYLOADS = {
+    "posix.system": lambda m: RunsCode(m),
+    "builtins.eval": lambda m: Reduces(eval, (f"__import__('os').system('touch {m}')",)),
+    "subprocess.Popen": lambda m: Reduces(__import__("subprocess").Popen, (["touch", str(m)],)),
+}
+
+
+class Reduces:
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+@pytest.mark.parametrize("needs", [*CODE_PAYLOADS, "builtins.getattr", "os.system"])
+def test_trust_tool_never_runs_a_pickle_that_holds_code(trained, tmp_path, needs, legacy):
+    marker, bad, new = tmp_path / "pwned", tmp_path / "bad.pt", tmp_path / "new.pt"
+    if needs == "os.system":  # written by hand: pickle itself would name posix.system
+        if not legacy:
+            pytest.skip("a hand-written pickle is tested in the legacy stream")
+        bad.write_bytes(_raw_legacy_stream(f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()))
+    elif needs == "builtins.getattr":
+        if legacy:  # getattr(os.system, "__call__")("touch ..."): a module cannot be pickled, so by hand
+            main = f"cbuiltins\ngetattr\n(cos\nsystem\nS'__call__'\ntR(S'touch {marker}'\ntR."
+            bad.write_bytes(_raw_legacy_stream(main.encode()))
+        else:
+            state = safe_torch_load(str(trained / "checkpoint_last.pt"))
+            state["extra_state"]["payload"] = Reduces(getattr, (collections.OrderedDict, "fromkeys"))
+            torch.save(state, bad)
+    else:
+        state = safe_torch_load(str(trained / "checkpoint_last.pt"))
+        state["extra_state"]["payload"] = CODE_PAYLOADS[needs](marker)
+        torch.save(state, bad, _use_new_zipfile_serialization=not legacy)
+    proc = run_cli("fairseq-define-trust-checkpoint", bad, new, check=False)
+    errors = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-define-trust-checkpoint: error: ")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
+    assert len(errors) == 1 and "holds code, not only data" in errors[0] and needs in errors[0], errors
+    assert not marker.exists() and not new.exists()
+    with pytest.raises(CheckpointLoadError, match=f"holds code, not only data .*{needs}.*do not load or convert"):
+        safe_torch_load(str(bad))
+    assert not marker.exists()
