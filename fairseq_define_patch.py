@@ -680,6 +680,65 @@ PATCHES: Tuple[FilePatch, ...] = (
 ) + _config_literal_patches()
 
 
+# fairseq's examples (shipped in the package as fairseq/examples, loaded with --user-dir
+# .../fairseq/examples/NAME) have the same Python 3.11 dataclass defaults.
+_EXAMPLE_DEFAULTS = {
+    "fairseq/examples/data2vec/models/data2vec_text.py": [
+        "    transformer: TransformerConfig = TransformerConfig()",
+    ],
+    "fairseq/examples/speech_recognition/new/infer.py": [
+        "    decoding: DecodingConfig = DecodingConfig()",
+        "    common: CommonConfig = CommonConfig()",
+        "    common_eval: CommonEvalConfig = CommonEvalConfig()",
+        "    checkpoint: CheckpointConfig = CheckpointConfig()",
+        "    distributed_training: DistributedTrainingConfig = DistributedTrainingConfig()",
+        "    dataset: DatasetConfig = DatasetConfig()",
+    ],
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": ["    fairseq: FairseqConfig = FairseqConfig()"],
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": [
+        "    decoding_config: DecodingConfig = DecodingConfig()",
+    ],
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": [
+        "    segmentation: SegmentationConfig = SegmentationConfig()",
+    ],
+}
+
+_EXAMPLE_IMPORTS = {  # where ``field`` is not imported yet
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        Edit("from dataclasses import dataclass\n", "from dataclasses import dataclass, field\n"),
+    ),
+}
+
+PATCHES += tuple(
+    FilePatch("fairseq", path, "Python 3.11: dataclass instances as field defaults (examples)",
+              _EXAMPLE_IMPORTS.get(path, ()) + _default_factory_edits(lines))
+    for path, lines in _EXAMPLE_DEFAULTS.items()
+) + (
+    FilePatch(
+        "fairseq",
+        "fairseq/modules/multihead_attention.py",
+        "torch 2: masked_fill takes a bool mask (xFormers masks may be uint8)",
+        (
+            Edit(
+                '        new_mask = new_mask.masked_fill_(mask, -float("inf"))\n',
+                '        new_mask = new_mask.masked_fill_(mask.bool(), -float("inf"))\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/data/huffman/huffman_coder.py",
+        "bitarray 3 removed util.rindex: the last set bit, found with index on the reversed bits",
+        (
+            Edit(
+                "        remove_cnt = util.rindex(a, 1)\n",
+                "        remove_cnt = len(a) - 1 - a[::-1].index(1)\n",
+            ),
+        ),
+    ),
+)
+
+
 # (shipped, patched) SHA-256 of each file. After changing an edit above, regenerate with
 # ``python -m fairseq_define_patch --print-hashes`` and review the diff.
 SHA256: Dict[str, Tuple[str, str]] = {
@@ -850,6 +909,34 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/examples/textless_nlp/pgslm/sample/sample.py": (
         "c5a1f8c807e521e18e48d742c5a33b0279b702ad9be36738f99608bb1ae53a92",
         "1632cdb32e61d00bb2188de9af2b61e0b4619e7f8f98e014c573f637a1dd4fd1",
+    ),
+    "fairseq/examples/data2vec/models/data2vec_text.py": (
+        "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
+        "27688c5d92d97ecb26f2f1c20e3bed1d7ebe13e5977cb14e2f5e171411a4e462",
+    ),
+    "fairseq/examples/speech_recognition/new/infer.py": (
+        "1880e1911e2f7c4c55b5c8328da854e416f8ba6f582e56d22e217acdf903ef41",
+        "4646ef0726ce9e9343b4ea0ac570c673ba4be720b307fc6a3105727619f29b9d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": (
+        "ac2d32fb2a325186b2f9f69612bbe525a94f8c3a0a17777e2e8704efc0a49863",
+        "71d0c6db730c992e21cdabf96092eced91e9f588c0664a44514d835debc1d4e8",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": (
+        "457f636ad85d3b5c0979f6b8d7bddfbb4bf0b6ae502a09cbc781f746cba5524f",
+        "d67377635ba0bfc1d65727d25aeecf0345b366587e8f5d58db1ae190cead4b0d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
+        "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
+    ),
+    "fairseq/modules/multihead_attention.py": (
+        "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
+        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
+    ),
+    "fairseq/data/huffman/huffman_coder.py": (
+        "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
+        "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
     ),
 }
 
