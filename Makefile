@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PIP_CONSTRAINT := $(abspath constraints.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup check recipes-small clean-venv
+.PHONY: demo test setup check recipes-small fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -21,6 +21,11 @@ setup: $(STAMP)
 # every paper recipe (run_scripts/) in its small CPU mode, then the figures (~75 min here)
 recipes-small: $(STAMP)
 	PATH="$(BIN):$$PATH" bash run_scripts/run_all_small.sh $(ARGS)
+
+# fairseq 0.12.2's own tests (from the v0.12.2 tag, in a temporary folder) on the patched
+# install; FAIRSEQ_SRC=checkout-or-archive when GitHub cannot be reached
+fairseq-tests: $(STAMP)
+	bash scripts/run_fairseq_tests.sh $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check

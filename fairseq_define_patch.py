@@ -92,6 +92,8 @@ def _fairseq_checkpoint_safe_globals():
     import omegaconf
     from omegaconf import nodes as omegaconf_nodes
 
+    from fairseq.data import dictionary as fairseq_dictionary
+
     allowed = [
         argparse.Namespace,
         collections.OrderedDict,
@@ -107,6 +109,8 @@ def _fairseq_checkpoint_safe_globals():
         omegaconf_nodes.BooleanNode,
         omegaconf_nodes.EnumNode,
         typing.Any,
+        # task state of the audio fine-tuning and HuBERT tasks: symbols, counts, indices
+        fairseq_dictionary.Dictionary,
         # omegaconf metadata names these types (a config broadcast between ranks)
         dict,
         list,
@@ -145,12 +149,7 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         # a class or function outside the allow-list: what a crafted checkpoint needs
         reason = [l.strip() for l in str(e).splitlines() if "GLOBAL" in l]
         if reason:
-            raise CheckpointLoadError(
-                f"refusing to load {name}: it holds objects outside fairseq's allow-list of "
-                f"checkpoint classes, and unpickling them could run code ({reason[0]}). If "
-                f"you trust this file, convert it once with: "
-                f"fairseq-define-trust-checkpoint {name} NEW.pt"
-            ) from None
+            raise CheckpointLoadError(_refusal_message(f, name, reason[0])) from None
         error = e
     except FileNotFoundError:
         raise CheckpointLoadError(
@@ -164,6 +163,282 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         f"cannot read {name}: the file is truncated, corrupt or not a PyTorch checkpoint "
         f"({detail}); use an intact copy (checkpoint_best.pt, an earlier checkpointN.pt)"
     ) from None
+
+'''
+
+# fairseq 0.12.2 runs eval() on config strings (layer lists such as "[(512, 3)] * 20",
+# booleans, cutoffs, optimizer betas), and a checkpoint's config is such a string: a file that
+# holds only strings passes any weights-only loader and then ran code when its model was built.
+# fairseq/utils.py gets a parser that computes what eval gave for plain data and refuses the
+# rest; the eval_str_* helpers use it, and every other module that calls eval() on a config
+# value (or a data file's line) binds the name ``eval`` to it (one import line, so no call
+# site in the module is missed). docs/checkpoints_and_security.md lists the sites.
+_CONFIG_LITERAL_HELPER = """
+
+class ConfigLiteralError(ValueError):
+    \"\"\"A config value that is not plain data (added by fairseq_define).\"\"\"
+
+
+_CONFIG_LITERAL_MAX_ITEMS = 1_000_000  # "[0] * 10**12" would exhaust memory: bound repeats
+_CONFIG_LITERAL_OPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+}
+
+
+def parse_config_literal(value):
+    \"\"\"What ``eval(value)`` gives for a config string that is plain data, without running it.
+
+    Accepted: literals (numbers, strings, bytes, None, True, False, tuples, lists, dicts, sets),
+    unary + and -, and + - * / between them, which fairseq's own defaults use
+    (``"[(512, 10, 5)] + [(512, 3, 2)] * 4"``). Names, calls, attributes, subscripts,
+    comprehensions and lambdas raise ConfigLiteralError: running them could run anything.
+    Like eval, a value that is not a string raises TypeError (callers rely on it).\"\"\"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if not isinstance(value, str):
+        raise TypeError("eval() arg 1 must be a string, bytes or code object")
+
+    def refuse(why):
+        shown = value if len(value) <= 120 else value[:117] + "..."
+        return ConfigLiteralError(
+            f"refusing to evaluate the config value {shown!r}: {why}; a config or checkpoint "
+            "may hold only plain values here (numbers, strings, tuples, lists, dicts, and + - * "
+            "/ between them), so fix the value or do not use a checkpoint that holds it"
+        )
+
+    def walk(node):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [walk(e) for e in node.elts]
+            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return {walk(k): walk(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand = walk(node.operand)
+            if not isinstance(operand, (int, float, complex)):
+                raise refuse("a sign applies only to numbers")
+            return -operand if isinstance(node.op, ast.USub) else +operand
+        if isinstance(node, ast.BinOp) and type(node.op) in _CONFIG_LITERAL_OPS:
+            left, right = walk(node.left), walk(node.right)
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(node.op, ast.Mult) and isinstance(seq, (str, bytes, tuple, list)):
+                    if isinstance(n, int) and len(seq) * n > _CONFIG_LITERAL_MAX_ITEMS:
+                        raise refuse(f"it repeats a sequence beyond {_CONFIG_LITERAL_MAX_ITEMS} items")
+            try:
+                return _CONFIG_LITERAL_OPS[type(node.op)](left, right)
+            except (TypeError, ZeroDivisionError, OverflowError) as e:
+                raise refuse(str(e)) from None
+        what = type(node.op if isinstance(node, (ast.BinOp, ast.UnaryOp)) else node).__name__
+        raise refuse(f"{what} is not plain data")
+
+    try:
+        tree = ast.parse(value.lstrip(" \\t"), mode="eval")
+    except (SyntaxError, ValueError) as e:
+        raise refuse(f"not a Python literal ({e.__class__.__name__})") from None
+    return walk(tree.body)
+
+"""
+
+_UTILS_EVAL_HELPERS = (
+    "def eval_str_list(x, type=float):\n"
+    "    if x is None:\n"
+    "        return None\n"
+    "    if isinstance(x, str):\n"
+    "        x = {call}(x)\n"
+    "    try:\n"
+    "        return list(map(type, x))\n"
+    "    except TypeError:\n"
+    "        return [type(x)]\n"
+    "\n\n"
+    "def eval_str_dict(x, type=dict):\n"
+    "    if x is None:\n"
+    "        return None\n"
+    "    if isinstance(x, str):\n"
+    "        x = {call}(x)\n"
+    "    return x\n"
+    "\n\n"
+    "def eval_bool(x, default=False):\n"
+    "    if x is None:\n"
+    "        return default\n"
+    "    try:\n"
+    "        return bool({call}(x))\n"
+    "    except TypeError:\n"
+    "        return default\n"
+)
+
+# Modules that call eval() on config values (or, codedataset.py, on a manifest's lines), and
+# the two consecutive import lines between which ``eval`` is bound to the parser.
+_EVAL_SITES = {
+    "fairseq/optim/adam.py": ("import logging\n", "import math\n"),
+    "fairseq/optim/cpu_adam.py": ("import importlib\n", "from collections.abc import Collection\n"),
+    "fairseq/optim/adamax.py": ("import torch\n", "import torch.optim\n"),
+    "fairseq/optim/adafactor.py": ("import math\n", "\n"),
+    "fairseq/optim/fused_lamb.py": ("from fairseq.optim import LegacyFairseqOptimizer, register_optimizer\n", "\n"),
+    "fairseq/criterions/ctc.py": ("import math\n", "from argparse import Namespace\n"),
+    "fairseq/models/lightconv_lm.py": ("from fairseq import utils\n", "from fairseq.models import (\n"),
+    "fairseq/models/hubert/hubert.py": ("import logging\n", "from dataclasses import dataclass, field\n"),
+    "fairseq/models/transformer_lm.py": ("from dataclasses import dataclass, field\n", "from typing import Optional\n"),
+    "fairseq/models/fconv_lm.py": ("from fairseq import utils\n", "from fairseq.models import (\n"),
+    "fairseq/models/fconv.py": ("import math\n", "\n"),
+    "fairseq/models/fconv_self_att.py": ("import logging\n", "import math\n"),
+    "fairseq/models/wav2vec/wav2vec2.py": ("import math\n", "from dataclasses import dataclass, field\n"),
+    "fairseq/models/wav2vec/wav2vec.py": ("from dataclasses import dataclass, field\n", "import logging\n"),
+    "fairseq/models/speech_to_text/s2t_wav_transformer.py": ("import math\n", "\n"),
+    "fairseq/data/audio/raw_audio_dataset.py": ("import logging\n", "import os\n"),
+    "fairseq/data/codedataset.py": ("import json\n", "import logging\n"),
+    "fairseq_cli/validate.py": ("import logging\n", "import os\n"),
+    "fairseq_cli/eval_lm.py": ("import logging\n", "import math\n"),
+    "fairseq/examples/data2vec/models/data2vec_audio.py": ("import logging\n", "import math\n"),
+    "fairseq/examples/speech_recognition/models/w2l_conv_glu_enc.py": ("import math\n", "\n"),
+    "fairseq/examples/speech_recognition/models/vggtransformer.py": ("import argparse\n", "import math\n"),
+    # example scripts: eval() of a --model-overrides argument or of a data file's lines
+    "fairseq/examples/criss/save_encoder.py": ("import numpy as np\n", "import torch\n"),
+    "fairseq/examples/discriminative_reranking_nmt/drnmt_rerank.py": ("from collections import namedtuple\n", "import logging\n"),
+    "fairseq/examples/textless_nlp/pgslm/data_utils.py": ("import os\n", "import torch\n"),
+    "fairseq/examples/textless_nlp/pgslm/quantize_f0.py": ("from collections import defaultdict\n", "from functools import partial\n"),
+    "fairseq/examples/textless_nlp/pgslm/sample/sample.py": ("import os\n", "import torch.multiprocessing as mp\n"),
+}
+_BIND_EVAL = (
+    "from fairseq.utils import parse_config_literal as eval  # noqa: A001  config strings are "
+    "parsed, never run (fairseq_define)\n"
+)
+
+
+def _config_literal_patches() -> Tuple[FilePatch, ...]:
+    utils_patch = FilePatch(
+        "fairseq",
+        "fairseq/utils.py",
+        "config strings are parsed as plain data, never run (eval_str_list/_dict, eval_bool)",
+        (
+            Edit("import argparse\nimport collections\n", "import argparse\nimport ast\nimport collections\n"),
+            Edit(
+                'def csv_str_list(x):\n    return x.split(",")\n\n\n' + _UTILS_EVAL_HELPERS.format(call="eval"),
+                'def csv_str_list(x):\n    return x.split(",")\n' + _CONFIG_LITERAL_HELPER + "\n"
+                + _UTILS_EVAL_HELPERS.format(call="parse_config_literal"),
+            ),
+        ),
+    )
+    sites = tuple(
+        FilePatch("fairseq", path, "config strings are parsed as plain data, never run (eval)",
+                  (Edit(first + second, first + _BIND_EVAL + second),))
+        for path, (first, second) in _EVAL_SITES.items()
+    )
+    return (utils_patch,) + sites
+
+
+# What a refused checkpoint needs, read from its pickle without running it: the safe loader's
+# refusal says whether the file can be converted, and fairseq-define-trust-checkpoint
+# converts only files whose globals are all plain data (inserted into checkpoint_utils.py).
+_PICKLE_INSPECTION_HELPER = '''
+
+# Globals outside the safe loader's allow-list that build plain data (numpy values); enums of
+# fairseq, fairseq_define and omegaconf count as plain data too (added by fairseq_define).
+CONVERTIBLE_CHECKPOINT_GLOBALS = (
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "builtins.frozenset",
+)
+_ENUM_MODULES = ("fairseq.", "fairseq_define.", "omegaconf.")
+
+
+def resolve_checkpoint_global(qualified):
+    """(kind, object) for a pickle global ``module.name``: "safe" (the safe loader accepts
+    it), "data" (plain data that fairseq-define-trust-checkpoint converts) or "code" (object
+    None; its module is never imported)."""
+    import enum
+    import importlib
+
+    from torch import _weights_only_unpickler
+
+    safe = dict(_weights_only_unpickler._get_allowed_globals())
+    for obj in _fairseq_checkpoint_safe_globals():
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "_name", "")
+        safe[f"{obj.__module__}.{name}"] = obj
+    if qualified in safe:
+        return "safe", safe[qualified]
+    if qualified not in CONVERTIBLE_CHECKPOINT_GLOBALS and not qualified.startswith(_ENUM_MODULES):
+        return "code", None
+    module, _, name = qualified.rpartition(".")
+    try:  # numpy, fairseq, fairseq_define, omegaconf: importing them runs nothing the file chose
+        obj = importlib.import_module(module)
+        obj = getattr(obj, name)
+    except (ImportError, AttributeError, ValueError):
+        return "code", None
+    if qualified in CONVERTIBLE_CHECKPOINT_GLOBALS:
+        return "data", obj
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+        return "data", obj
+    return "code", None
+
+
+def checkpoint_pickle_globals(path):
+    """The globals (``module.name``) that a torch.save file's pickles refer to, read with
+    pickletools.genops: nothing is unpickled. Handles the zip format and the legacy stream;
+    a global whose name the pickle computes is reported as "<computed>"."""
+    import _compat_pickle
+    import pickletools
+    import zipfile
+
+    def scan(stream, found):
+        memo, strings = {}, []
+        for op, arg, _pos in pickletools.genops(stream):
+            if op.name in ("GLOBAL", "INST"):  # Python 2 names, as pickle's fix_imports reads them
+                mod, name = arg.split(" ", 1)
+                mod, name = _compat_pickle.NAME_MAPPING.get((mod, name), (mod, name))
+                found.append(f"{_compat_pickle.IMPORT_MAPPING.get(mod, mod)}.{name}")
+            elif op.name == "STACK_GLOBAL":
+                mod, name = strings[-2:] if len(strings) >= 2 else (None, None)
+                ok = isinstance(mod, str) and isinstance(name, str)
+                found.append(f"{mod}.{name}" if ok else "<computed>")
+            elif op.name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+                memo[len(memo) if op.name == "MEMOIZE" else arg] = strings[-1] if strings else None
+                continue
+            elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+                strings.append(memo.get(arg))
+                continue
+            strings.append(arg if isinstance(arg, str) and ("UNICODE" in op.name or "STRING" in op.name) else None)
+
+    found = []
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            for entry in z.namelist():
+                if entry == "data.pkl" or entry.endswith("/data.pkl"):
+                    with z.open(entry) as f:
+                        scan(f, found)
+    else:
+        with open(path, "rb") as f:  # legacy: magic, protocol, sys info, object, storage keys
+            for _ in range(5):
+                scan(f, found)
+    return list(dict.fromkeys(found))
+
+
+def _refusal_message(f, name, reason):
+    kinds = {}
+    if isinstance(f, (str, os.PathLike)):
+        try:
+            kinds = {g: resolve_checkpoint_global(g)[0] for g in checkpoint_pickle_globals(f)}
+        except Exception:  # a pickle genops cannot read: torch's reason is all there is
+            kinds = {}
+    code = [g for g, k in kinds.items() if k == "code"]
+    data = [g for g, k in kinds.items() if k == "data"]
+    if data and not code:
+        return (
+            f"refusing to load {name}: it holds objects outside fairseq's allow-list of "
+            f"checkpoint classes ({', '.join(data)}); they are plain data, so if you trust "
+            f"this file, convert it once with: fairseq-define-trust-checkpoint {name} NEW.pt"
+        )
+    return (
+        f"refusing to load {name}: it holds code, not only data (unpickling it would call "
+        f"{', '.join(code) if code else reason}); do not load or convert this file"
+    )
 
 '''
 
@@ -269,6 +544,10 @@ PATCHES: Tuple[FilePatch, ...] = (
                 '                ), f"Failed to copy {checkpoints[0]} to {tmp}"\n'
                 "                if tmp != cp:\n"
                 "                    PathManager.rename(tmp, cp)  # atomic: never a half-written cp\n",
+            ),
+            Edit(
+                "    return extra_state, epoch_itr\n\n\ndef load_checkpoint_to_cpu(",
+                "    return extra_state, epoch_itr\n" + _PICKLE_INSPECTION_HELPER + "\ndef load_checkpoint_to_cpu(",
             ),
         ),
     ),
@@ -398,6 +677,65 @@ PATCHES: Tuple[FilePatch, ...] = (
             ),
         ),
     ),
+) + _config_literal_patches()
+
+
+# fairseq's examples (shipped in the package as fairseq/examples, loaded with --user-dir
+# .../fairseq/examples/NAME) have the same Python 3.11 dataclass defaults.
+_EXAMPLE_DEFAULTS = {
+    "fairseq/examples/data2vec/models/data2vec_text.py": [
+        "    transformer: TransformerConfig = TransformerConfig()",
+    ],
+    "fairseq/examples/speech_recognition/new/infer.py": [
+        "    decoding: DecodingConfig = DecodingConfig()",
+        "    common: CommonConfig = CommonConfig()",
+        "    common_eval: CommonEvalConfig = CommonEvalConfig()",
+        "    checkpoint: CheckpointConfig = CheckpointConfig()",
+        "    distributed_training: DistributedTrainingConfig = DistributedTrainingConfig()",
+        "    dataset: DatasetConfig = DatasetConfig()",
+    ],
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": ["    fairseq: FairseqConfig = FairseqConfig()"],
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": [
+        "    decoding_config: DecodingConfig = DecodingConfig()",
+    ],
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": [
+        "    segmentation: SegmentationConfig = SegmentationConfig()",
+    ],
+}
+
+_EXAMPLE_IMPORTS = {  # where ``field`` is not imported yet
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        Edit("from dataclasses import dataclass\n", "from dataclasses import dataclass, field\n"),
+    ),
+}
+
+PATCHES += tuple(
+    FilePatch("fairseq", path, "Python 3.11: dataclass instances as field defaults (examples)",
+              _EXAMPLE_IMPORTS.get(path, ()) + _default_factory_edits(lines))
+    for path, lines in _EXAMPLE_DEFAULTS.items()
+) + (
+    FilePatch(
+        "fairseq",
+        "fairseq/modules/multihead_attention.py",
+        "torch 2: masked_fill takes a bool mask (xFormers masks may be uint8)",
+        (
+            Edit(
+                '        new_mask = new_mask.masked_fill_(mask, -float("inf"))\n',
+                '        new_mask = new_mask.masked_fill_(mask.bool(), -float("inf"))\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/data/huffman/huffman_coder.py",
+        "bitarray 3 removed util.rindex: the last set bit, found with index on the reversed bits",
+        (
+            Edit(
+                "        remove_cnt = util.rindex(a, 1)\n",
+                "        remove_cnt = len(a) - 1 - a[::-1].index(1)\n",
+            ),
+        ),
+    ),
 )
 
 
@@ -422,7 +760,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "492f5cc59ad67815cb5616681f505fae69958227c9e76a4dc5ceaf2cba326aab",
+        "d56fc3516a488b090d2822967288b00b84fe2524006cb07f510fb95f42502fc4",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -459,6 +797,146 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
         "0081cde90e7ea6709749ad8b38b521b6ac3b018da27fa9d2dbcea0fe5c7db0b4",
+    ),
+    "fairseq/utils.py": (
+        "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
+        "a7f9b4892abf851291eb7635091edcd41fb9bd4cebe706e220d4203166f15fae",
+    ),
+    "fairseq/optim/adam.py": (
+        "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
+        "f32cdc91a4f71e446c59ea7984fd1f2f7bc245fddc84f7b31f2f45917d11537e",
+    ),
+    "fairseq/optim/cpu_adam.py": (
+        "e531d0c18bd09f83cb57f0ea588bc1b4dc076186b082ac6ace4d9478bc0788aa",
+        "2e7f4938526153e9788af4b786c9dc69c662bb1ada992b9eba11db1c6389fc03",
+    ),
+    "fairseq/optim/adamax.py": (
+        "80ba89321adc25182a84fc1b3a400636ac20615fca3042b48056a52637f568f5",
+        "4d7587e6d718becdfca593d9836fea23443f222bb6c42085b969f7d750e1d692",
+    ),
+    "fairseq/optim/adafactor.py": (
+        "d9afe0094f757782082dc69ce8c93c1e053beb0266101d4de0e61837d8e69b55",
+        "59348a8e19f2ed11357051cc90dc6c7b1dffd9b98897ba16720e423fa5084e78",
+    ),
+    "fairseq/optim/fused_lamb.py": (
+        "abd3267516b3fba406218fe578d1f39f9e528e4ca4a1c78ab78313f4025a313e",
+        "5183e841f11d13c281873fd3c1de4c6ad17b31f243716870b9224f375b1f4d81",
+    ),
+    "fairseq/criterions/ctc.py": (
+        "8fce1814132d5fb02e416ed56e60a8f44fcc2f0e869b51eb6a2f4bdf7615c050",
+        "4a0162d1c90b1a3a76ab41f5e68cd751c3194a617f870eb01cd2c7b5be8df966",
+    ),
+    "fairseq/models/lightconv_lm.py": (
+        "abd4dccda69a568790cf9fe6609e91fde573cff8f9edd4f8a08743f4d69bf04f",
+        "ffca653c6ac6f452b19b746f477fb4d4b02d1f8ce6ef8c12b793c0aee54df493",
+    ),
+    "fairseq/models/hubert/hubert.py": (
+        "69e2cec392646e2f8af3647ea7d322ab7b264b695ed32ad23a3d15c57f4927c2",
+        "dc34efbfd44cd226409df72831c15c83aa1040d9033fe664f040852673b48cf3",
+    ),
+    "fairseq/models/transformer_lm.py": (
+        "21f2a6296174004c1f5898dd331fa9ecfd522f4f21fa0a45171b2a9a3b258b22",
+        "68e8da037d11f87e7f900babdd0ca4c546964842508e1218fd105ee0b0f2c69e",
+    ),
+    "fairseq/models/fconv_lm.py": (
+        "9074aac0e2b908a001d1526b9eb2de168afb1eada5778578169f3e65cb948777",
+        "608292b7b8d8797593f82b1b15a07b273c4100111518250a86627a7dd6e6b25d",
+    ),
+    "fairseq/models/fconv.py": (
+        "432597def375aad222b2ba9dcdb5b51b0a46b992e90f8a8e1641b091c8d3eb80",
+        "b4cdeb1601d82b88ed65ed0b9481a73e4d84f04d5e9cac8369396fc025a1afff",
+    ),
+    "fairseq/models/fconv_self_att.py": (
+        "83463739f7ba798d73098c7b17a2c6ea13b6fdf8f3083ba577cbca21864d7a36",
+        "fe28139d61b28833592088c0179b9dedb55194f6a9182ce0fc0491d75a1afbff",
+    ),
+    "fairseq/models/wav2vec/wav2vec2.py": (
+        "a97951fc1c48fd02f8ed2eb32b7215bfcce14b8f82a31e59382c06f12505b959",
+        "da7117c81429fc24cb3dd0f08eca55b55e2b4811fbf62cef33a9d40c9fcfd290",
+    ),
+    "fairseq/models/wav2vec/wav2vec.py": (
+        "d8f8b654ced06cfe871469b27cc722e71a0be4a2b727f6f466ecf9ff823406f4",
+        "88d1d81680bdce86bf963fd32f3ec4ec6767fe0b98f2dc5bec25977b9e08ffdf",
+    ),
+    "fairseq/models/speech_to_text/s2t_wav_transformer.py": (
+        "7f9efa809c420611b8caff9d5ca246126e5590f0c974c3e20b601a9662b3a6e7",
+        "92224455760e5a8bf635c2be18f62623f97d6262b6adaa7b75c32d0ec38f9dc6",
+    ),
+    "fairseq/data/audio/raw_audio_dataset.py": (
+        "f6ba8f5c51f3afe559d4537269d01b01c3eb621bc42aec37d8a969e017cb669b",
+        "4ed666af01d6ab9de27c67f2fd2f2cfc0253b3652493bc825f3599387cd09f97",
+    ),
+    "fairseq/data/codedataset.py": (
+        "c79ca7db7a9eb8326d6bee08373b9e0a85ee3ee9ab1bd0320bd6b392ed2df74e",
+        "bd4fa30bba1cfbd15b2c461e08e8d25589f76106870a4f3174886a22982157ec",
+    ),
+    "fairseq_cli/validate.py": (
+        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
+        "4cf2fef3505b5f44a58bedc2c74ce0d0dae27175e89766a1daf0e0b44e0763c6",
+    ),
+    "fairseq_cli/eval_lm.py": (
+        "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
+        "95e005989e6f3ee54fcfea34f54b8a3af98a55af642c903c55781616b664df1a",
+    ),
+    "fairseq/examples/data2vec/models/data2vec_audio.py": (
+        "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
+        "bb797ffc55934083797ec8449790cacc56f408bea3cd21bad749f04a1fa34801",
+    ),
+    "fairseq/examples/speech_recognition/models/w2l_conv_glu_enc.py": (
+        "7a44090a3a9512f4a319d4ecf9348c3a104c634a48d4be95f2c292f20418caae",
+        "a42b702096cdd59c9590dc3217c5bb182adadd36336b06f164d19f498e6d008d",
+    ),
+    "fairseq/examples/speech_recognition/models/vggtransformer.py": (
+        "2c748f4892f427eb073f09555f57f56dd10da0356c4a0f42663e5ef51b859b94",
+        "f72816fe7b850a06d2f7a4a625c9088b1b21389aa597e6d3be428580e09bf8e8",
+    ),
+    "fairseq/examples/criss/save_encoder.py": (
+        "3131ca22bff94824c1da448d9d6b53a7d4fee774758c50bb52ce0f6f499c3fa6",
+        "14af6e695b50663c4794b1d7022a2e25a65b5db6173e8bc53aec571fd37bae06",
+    ),
+    "fairseq/examples/discriminative_reranking_nmt/drnmt_rerank.py": (
+        "722289d068c1d21d391d7fab604c2d5828f85403e8eaf8ad61a18fc0006c192c",
+        "abdb52428a8ba8997e2f5ee6a387fb911a2396de47f791b3e17532578d68ae4d",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/data_utils.py": (
+        "e6f6b95380be8e96b45d026eb6f4a24f380b8da7d35d91607e583cdfca044ec9",
+        "cead50a1fe7e2174ea400dba0671aea6b55568f07c35a8ec97d3fb2613388a40",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/quantize_f0.py": (
+        "1231c9f882fc5bd1ad8c3cb4b62efa55aa7adc3bb73094ed8bf2bb23548ced99",
+        "aa4b677798c35b9053a5920a8dc39454f438af04f3d07b7a4b0ac2e532261216",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/sample/sample.py": (
+        "c5a1f8c807e521e18e48d742c5a33b0279b702ad9be36738f99608bb1ae53a92",
+        "1632cdb32e61d00bb2188de9af2b61e0b4619e7f8f98e014c573f637a1dd4fd1",
+    ),
+    "fairseq/examples/data2vec/models/data2vec_text.py": (
+        "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
+        "27688c5d92d97ecb26f2f1c20e3bed1d7ebe13e5977cb14e2f5e171411a4e462",
+    ),
+    "fairseq/examples/speech_recognition/new/infer.py": (
+        "1880e1911e2f7c4c55b5c8328da854e416f8ba6f582e56d22e217acdf903ef41",
+        "4646ef0726ce9e9343b4ea0ac570c673ba4be720b307fc6a3105727619f29b9d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": (
+        "ac2d32fb2a325186b2f9f69612bbe525a94f8c3a0a17777e2e8704efc0a49863",
+        "71d0c6db730c992e21cdabf96092eced91e9f588c0664a44514d835debc1d4e8",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": (
+        "457f636ad85d3b5c0979f6b8d7bddfbb4bf0b6ae502a09cbc781f746cba5524f",
+        "d67377635ba0bfc1d65727d25aeecf0345b366587e8f5d58db1ae190cead4b0d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
+        "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
+    ),
+    "fairseq/modules/multihead_attention.py": (
+        "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
+        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
+    ),
+    "fairseq/data/huffman/huffman_coder.py": (
+        "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
+        "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
     ),
 }
 

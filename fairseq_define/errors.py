@@ -65,6 +65,7 @@ _FAIRSEQ_USER_ERRORS = [
      "settings it was trained with (define_cache_on_load and --define-cached-table drop the "
      "DeFINE units and are for inference only), or pass --reset-optimizer"),
     ("CheckpointLoadError", r"(.*)", "{0}"),
+    ("ConfigLiteralError", r"(.*)", "{0}"),
 ]
 
 

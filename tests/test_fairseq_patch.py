@@ -59,8 +59,8 @@ def test_unknown_content_is_refused_and_nothing_is_written(pristine_copy):
     with pytest.raises(fp.FairseqPatchError, match="refusing to patch"):
         fp.apply(roots)
     assert before == {s.path: s.path.read_bytes() for s in fp.statuses(roots)}
-    states = {s.path.name: s.state for s in fp.statuses(roots)}
-    assert states["data_utils.py"] == "unknown" and states["configs.py"] == "original"
+    states = {s.patch.path: s.state for s in fp.statuses(roots)}
+    assert states["fairseq/data/data_utils.py"] == "unknown" and states["fairseq/dataclass/configs.py"] == "original"
 
 
 def test_check_mode_fails_on_unpatched(pristine_copy, monkeypatch):
@@ -101,3 +101,27 @@ def test_shipped_and_patched_texts_are_told_apart(pristine_copy):
         patched = fp.apply_edits(text, st.patch.edits)
         with pytest.raises(fp.FairseqPatchError):
             fp.apply_edits(patched, st.patch.edits)  # nothing left to patch
+
+
+def test_examples_with_dataclass_configs_import_on_python_311(monkeypatch):
+    """fairseq's examples (in the package as fairseq/examples; --user-dir points there) had
+    dataclass instances as field defaults, which Python 3.11 rejects when the module loads."""
+    import importlib
+    import sys
+
+    import fairseq.examples
+
+    monkeypatch.setitem(sys.modules, "examples", fairseq.examples)  # their imports use the source tree's name
+    for name in ("data2vec.models.data2vec_text", "speech_recognition.new.decoders.decoder_config",
+                 "wav2vec.unsupervised.models.wav2vec_u", "wav2vec.unsupervised.tasks.unpaired_audio_text"):
+        importlib.import_module(f"fairseq.examples.{name}")
+
+
+def test_huffman_coder_round_trips_with_bitarray_3():
+    from fairseq.data.huffman import HuffmanCodeBuilder
+
+    builder = HuffmanCodeBuilder()
+    builder.add_symbols("a", "a", "a", "b", "c")
+    coder = builder.build_code()
+    text = ["a", "b", "a", "c", "a"]
+    assert [n.symbol for n in coder.decode(coder.encode(text))] == text

@@ -9,12 +9,12 @@ from ..errors import UserError
 def load_model(path: str, data=None):
     """A trained checkpoint's model, loaded by fairseq (on the CPU); fairseq's load errors
     become one clear line."""
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils, utils
 
     try:
         overrides = {"data": data} if data else {}
         models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
-    except checkpoint_utils.CheckpointLoadError as e:
+    except (checkpoint_utils.CheckpointLoadError, utils.ConfigLiteralError) as e:
         raise UserError(str(e)) from None
     except FileNotFoundError as e:
         raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
