@@ -36,9 +36,10 @@ def lm_bin(tmp_path_factory, shared_data):
 
 
 def lm_args(lm_bin, save_dir):
-    return [lm_bin / "bin", "--task", "language_modeling", "--arch", "transformer_lm", "--decoder-layers", "1",
-            "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "2",
-            "--decoder-input-dim", "32", "--decoder-output-dim", "32", "--dropout", "0.1",
+    # our Transformer-XL on 8 contiguous streams: the kill and the saves at updates 4 and 8
+    # fall mid-epoch, so the resumed run needs the memory saved with the checkpoint
+    return [lm_bin / "bin", "--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_txl_tiny",
+            "--criterion", "projected_adaptive_loss", "--dropout", "0.1", "--attention-dropout", "0.1",
             "--optimizer", "adam", "--lr", "1e-3", "--tokens-per-sample", "64", "--max-tokens", "512",
             "--max-update", "12", "--save-interval-updates", "4", "--save-dir", save_dir, "--cpu", "--seed", "7",
             "--log-format", "simple"]

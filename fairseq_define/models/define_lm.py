@@ -1,9 +1,12 @@
 """What the DeFINE language models (Transformer-XL, LSTM) share: building from a dataclass
 config or a named architecture's Namespace, the adaptive map with DeFINE on top, the
-parameter report, and the load-time table handling."""
+parameter report, the load-time table handling, and the state carried from one segment
+of a stream to the next."""
 
 from argparse import Namespace
+from typing import Dict, Optional, Tuple
 
+from fairseq import utils
 from fairseq.models import FairseqLanguageModel
 
 from ..modules.adaptive_io import ProjectedAdaptiveInput
@@ -33,6 +36,29 @@ def define_on_map(cfg, dictionary, adaptive, out_dim: int, map_scale: float):
     if str(cfg.define_transform) == "none":
         return adaptive
     return DefineEmbedding(cfg, len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
+
+
+class StreamStateMixin:
+    """For a decoder that carries state (Transformer-XL memory, LSTM hidden states) from one
+    segment of a ``contiguous_lm`` stream to the next in ``self._stream_memory``: stream name
+    -> (index of the segment the state precedes, state: tensors in lists/tuples, batch rows
+    first or second). The task saves a training stream's state with the data iterator's
+    position, so a run resumed in the middle of an epoch continues exactly."""
+
+    _stream_memory: Dict[str, tuple]
+
+    def stream_state(self, stream: str) -> Optional[Tuple[int, object]]:
+        """(next segment, state as detached CPU tensors) of ``stream``; None if it has none."""
+        entry = self._stream_memory.get(stream)
+        if entry is None:
+            return None
+        # clone: a memory is a slice of a longer tensor, whose whole storage torch.save writes
+        return entry[0], utils.apply_to_sample(lambda t: t.detach().cpu().clone(), entry[1])
+
+    def load_stream_state(self, stream: str, segment: int, state) -> None:
+        """Continue ``stream`` at ``segment`` from ``state`` (as ``stream_state`` gives it)."""
+        device = next(self.parameters()).device
+        self._stream_memory[stream] = (segment, utils.apply_to_sample(lambda t: t.to(device), state))
 
 
 class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):

@@ -37,7 +37,13 @@ from ..modules.define_config import (
     DefineConfig,
     DefineConfigError,
 )
-from .define_lm import DefineLanguageModel, adaptive_map, define_on_map, set_defaults
+from .define_lm import (
+    DefineLanguageModel,
+    StreamStateMixin,
+    adaptive_map,
+    define_on_map,
+    set_defaults,
+)
 
 @dataclass
 class LSTMLMConfig(DefineConfig):
@@ -79,7 +85,7 @@ class LSTMLanguageModel(DefineLanguageModel):
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
 
-class LSTMLanguageModelDecoder(FairseqIncrementalDecoder):
+class LSTMLanguageModelDecoder(StreamStateMixin, FairseqIncrementalDecoder):
     def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
         super().__init__(dictionary)
         self.cfg = cfg

@@ -41,7 +41,13 @@ from ..modules.relative_attention import (
     init_transformer_xl_weights,
     relative_positions,
 )
-from .define_lm import DefineLanguageModel, adaptive_map, define_on_map, set_defaults
+from .define_lm import (
+    DefineLanguageModel,
+    StreamStateMixin,
+    adaptive_map,
+    define_on_map,
+    set_defaults,
+)
 
 
 Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
@@ -112,7 +118,7 @@ class TransformerXLLanguageModel(DefineLanguageModel):
         return tgt_len if isinstance(tgt_len, int) else None
 
 
-class TransformerXLDecoder(FairseqIncrementalDecoder):
+class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
     def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
         super().__init__(dictionary)
         self.cfg = cfg

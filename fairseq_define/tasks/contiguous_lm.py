@@ -17,6 +17,11 @@ model's memory span) each scored token of a Transformer-XL sees exactly the comp
 would see in one stream, so the perplexity does not depend on the batch size. An LSTM's
 state depends on all the text before it: it is exact with ``--batch-size 1`` (as AWD-LSTM
 evaluates); with more rows each row starts from a zero state after its context.
+
+Resuming: a checkpoint saved in the middle of an epoch (``--save-interval-updates``,
+``--max-update``) holds, beside the data iterator's position, the state the model carries
+into the next segment of each training stream, so the resumed run continues the streams as
+an uninterrupted one would (dropout masks follow fairseq's per-update seed).
 """
 
 import logging
@@ -128,6 +133,50 @@ class ContiguousStreamDataset(FairseqDataset):
         }
 
 
+class StreamBatchIterator(iterators.EpochBatchIterator):
+    """fairseq's epoch iterator over a stream's segments. Its state, which fairseq saves in a
+    checkpoint as ``extra_state["train_iterator"]`` and gives back on resume, also holds in
+    the middle of an epoch the model's state for this GPU's streams (``stream_state``)."""
+
+    def __init__(self, *args, stream: str, decoder=None, layout=(), shard=(0, 1), **kwargs):
+        super().__init__(*args, **kwargs)
+        # decoder: a StreamStateMixin (training) or None; layout: what the saved state's
+        # rows mean (rows per GPU, segment length, stream tokens)
+        self.stream, self.decoder, self.layout, self.shard = stream, decoder, list(layout), list(shard)
+
+    def state_dict(self):
+        state = super().state_dict()
+        position = state["iterations_in_epoch"]  # 0 at an epoch's end: the streams restart
+        entry = self.decoder.stream_state(self.stream) if self.decoder is not None and position else None
+        if entry is not None and entry[0] == position:
+            state["stream_state"] = {"stream": self.stream, "segment": entry[0], "layout": self.layout,
+                                     "shard": self.shard, "state": entry[1]}
+        return state
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        saved = state_dict.get("stream_state")
+        if saved is None or self.decoder is None:
+            return
+        if (saved["stream"], saved["segment"], list(saved["layout"])) != \
+                (self.stream, state_dict.get("iterations_in_epoch"), self.layout):
+            logger.warning(
+                "%s: the checkpoint's stream state is for %s rows x segments x tokens (this run: "
+                "%s); the streams continue from an empty state", self.stream, saved["layout"], self.layout,
+            )
+            return
+        if list(saved["shard"]) != self.shard:
+            # only the first GPU writes the checkpoint, with its own streams' state
+            logger.warning(
+                "%s: the checkpoint holds the stream state of GPU %d of %d; GPU %d continues its "
+                "streams from an empty state", self.stream, saved["shard"][0], saved["shard"][1], self.shard[0],
+            )
+            return
+        self.decoder.load_stream_state(self.stream, saved["segment"], saved["state"])
+        logger.info("%s: continues its %d streams at segment %d from the checkpoint's state",
+                    self.stream, self.layout[0], saved["segment"])
+
+
 def training_rows(n_tokens: int, rows: int, shard: int, per_shard: int) -> List[tuple]:
     row_len = (n_tokens - 1) // rows
     return [(r * row_len, 0, row_len) for r in range(shard * per_shard, (shard + 1) * per_shard)]
@@ -152,12 +201,16 @@ def evaluation_rows(n_tokens: int, rows: int, shard: int, per_shard: int, T: int
 class ContiguousLMTask(LanguageModelingTask):
     def __init__(self, args, dictionary, output_dictionary=None, targets=None):
         super().__init__(args, dictionary, output_dictionary, targets)
+        self.stream_decoder = None
         self.model_memory_span = None
         self.model_segment_len = None
 
     def build_model(self, args, from_checkpoint=False):
         model = super().build_model(args, from_checkpoint)
         self.model_memory_span = getattr(model, "memory_span", None)
+        # the training streams' state goes into mid-epoch checkpoints (StreamBatchIterator)
+        decoder = getattr(model, "decoder", None)
+        self.stream_decoder = decoder if hasattr(decoder, "stream_state") else None
         # a model may fix its own segment length (Transformer-XL's tgt_len: the training
         # value, or the one given to fairseq-eval-lm with --model-overrides)
         if hasattr(model, "segment_length"):
@@ -224,7 +277,11 @@ class ContiguousLMTask(LanguageModelingTask):
         logger.info(
             "%s: %d streams per GPU, %d segments of %d tokens", split, per_shard, len(data), T
         )
-        return iterators.EpochBatchIterator(
+        return StreamBatchIterator(
+            stream=split,
+            decoder=self.stream_decoder if split == self.args.train_subset else None,
+            layout=(per_shard, T, n_tokens),
+            shard=(shard_id, num_shards),
             dataset=data,
             collate_fn=data.collater,
             batch_sampler=[[i] for i in range(len(data))],
