@@ -7,7 +7,8 @@ from argparse import Namespace
 from fairseq.models import FairseqLanguageModel
 
 from ..modules.adaptive_io import ProjectedAdaptiveInput
-from ..modules.define_config import parse_int_list
+from ..modules.config_bounds import check_dropouts
+from ..modules.define_config import DefineConfigError, parse_int_list
 from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
 from .inference_tables import InferenceTablesMixin
@@ -51,6 +52,12 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
             name = getattr(cfg, "arch", None)
             cfg = cls.config_class.from_namespace(cfg)
             cfg._name = name
+        check_dropouts(cfg)
+        if getattr(cfg, "define_adaptive_cutoff", None) or str(getattr(cfg, "define_map", "standard")) != "standard":
+            raise DefineConfigError(
+                "--define-map/--define-adaptive-cutoff choose the map of define_transformer; a language "
+                "model's map is its adaptive input (--adaptive-cutoff, --div-val): drop them"
+            )
         model = cls(cls.build_decoder(cfg, task.target_dictionary))
         log_parameter_distribution(model, getattr(cfg, "_name", None) or cls.model_name)
         return model

@@ -152,6 +152,11 @@ def evaluation_rows(n_tokens: int, rows: int, shard: int, per_shard: int, T: int
 class ContiguousLMTask(LanguageModelingTask):
     def __init__(self, args, dictionary, output_dictionary=None, targets=None):
         super().__init__(args, dictionary, output_dictionary, targets)
+        if args.eval_context < -1:
+            raise UserError(
+                f"--eval-context {args.eval_context}: give the context in tokens, 0 for none, or -1 "
+                "(the default) for the model's memory span"
+            )
         self.model_memory_span = None
         self.model_segment_len = None
 

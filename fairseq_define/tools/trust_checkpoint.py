@@ -63,7 +63,10 @@ def main(argv=None) -> int:
         return cli_error(prog, f"no such checkpoint: {args.source}")
     if os.path.exists(args.dest):
         return cli_error(prog, f"{args.dest} exists; choose a new file name (nothing is overwritten)")
-    from fairseq.checkpoint_utils import CheckpointLoadError, safe_torch_load, torch_persistent_save
+    from fairseq.checkpoint_utils import CheckpointLoadError, safe_torch_load
+
+    from ..errors import UserError
+    from ..output_files import save_checkpoint
 
     unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(args.source)
     logger.info("classes outside the allow-list: %s", ", ".join(unsafe) or "none")
@@ -73,7 +76,10 @@ def main(argv=None) -> int:
     except (TypeError, RuntimeError, EOFError) as e:
         return cli_error(prog, f"cannot convert {args.source}: {e}")
     os.makedirs(os.path.dirname(os.path.abspath(args.dest)), exist_ok=True)
-    torch_persistent_save(plain, args.dest)
+    try:
+        save_checkpoint(plain, args.dest, flag=None)
+    except UserError as e:
+        return cli_error(prog, e)
     try:
         safe_torch_load(args.dest, map_location="cpu")
     except CheckpointLoadError as e:
