@@ -819,6 +819,56 @@ PATCHES: Tuple[FilePatch, ...] = (
             ),
         ),
     ),
+    FilePatch(
+        "fairseq",
+        "fairseq/tasks/language_modeling.py",
+        "translation data given to a language model command: say so",
+        (
+            Edit(
+                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))\n',
+                '            if not os.path.exists(os.path.join(paths[0], "dict.txt")):\n'
+                "                from fairseq import UserError\n\n"
+                "                pairs = sorted(\n"
+                "                    f for f in os.listdir(paths[0]) if f.startswith(\"dict.\") and f.endswith(\".txt\")\n"
+                "                ) if os.path.isdir(paths[0]) else []\n"
+                "                raise UserError(\n"
+                '                    "{} has no dict.txt{}: a language model (fairseq-eval-lm, --task "\n'
+                '                    "language_modeling) reads data binarized with fairseq-preprocess "\n'
+                '                    "--only-source; a translation checkpoint goes with fairseq-generate".format(\n'
+                "                        paths[0],\n"
+                '                        " (it holds translation data: {})".format(", ".join(pairs)) if pairs else "",\n'
+                "                    )\n"
+                "                )\n"
+                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))  # noqa\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/tasks/translation.py",
+        "language-model data given to a translation command: say so",
+        (
+            Edit(
+                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
+                "            raise Exception(\n"
+                '                "Could not infer language pair, please provide it explicitly"\n'
+                "            )\n",
+                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
+                "            from fairseq import UserError\n\n"
+                '            lm_data = os.path.exists(os.path.join(paths[0], "dict.txt"))\n'
+                "            raise UserError(\n"
+                '                "cannot tell the language pair of {}: {}".format(\n'
+                "                    paths[0],\n"
+                '                    "it holds language-model data (dict.txt); a language model "\n'
+                '                    "checkpoint goes with fairseq-eval-lm"\n'
+                "                    if lm_data\n"
+                '                    else "pass --source-lang and --target-lang (the data comes from "\n'
+                '                    "fairseq-preprocess -s SRC -t TGT)",\n'
+                "                )\n"
+                "            )\n",
+            ),
+        ),
+    ),
 )
 
 
@@ -904,6 +954,14 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
         "530c26da6086d4b948d2d1f6e2d14c4b1aa5b58f858bcb54b0fdfc13e678bd4f",
+    ),
+    "fairseq/tasks/language_modeling.py": (
+        "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
+        "89a026caae8dc48eb9225649a79579f899deb43669d260f7825aa4c882edd7c8",
+    ),
+    "fairseq/tasks/translation.py": (
+        "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
+        "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
     ),
 }
 

@@ -53,6 +53,14 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
             cfg = cls.config_class.from_namespace(cfg)
             cfg._name = name
         check_dropouts(cfg)
+        from fairseq.tasks.translation import TranslationTask
+
+        if isinstance(task, TranslationTask):  # e.g. an LM checkpoint given to fairseq-generate
+            raise DefineConfigError(
+                f"{getattr(cfg, '_name', None) or cls.model_name} is a language model, but this command "
+                "runs a translation task: score it with fairseq-eval-lm (--task contiguous_lm) on data "
+                "binarized with fairseq-preprocess --only-source"
+            )
         if getattr(cfg, "define_adaptive_cutoff", None) or str(getattr(cfg, "define_map", "standard")) != "standard":
             raise DefineConfigError(
                 "--define-map/--define-adaptive-cutoff choose the map of define_transformer; a language "

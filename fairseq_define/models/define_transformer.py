@@ -35,6 +35,14 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     def build_model(cls, args, task):
         define_base_architecture(args)
         check_dropouts(args)
+        from fairseq.tasks.language_modeling import LanguageModelingTask
+
+        if isinstance(task, LanguageModelingTask):
+            raise DefineConfigError(
+                f"{args.arch} is a translation model, but this command runs a language modeling task: "
+                "use fairseq-generate / fairseq-validate with translation data (or a --arch of the "
+                "language models: define_lstm_*, define_txl_*)"
+            )
         if args.encoder_embed_path or args.decoder_embed_path:
             raise DefineConfigError(
                 "--encoder-embed-path/--decoder-embed-path load m-dim pretrained embeddings, "
