@@ -328,6 +328,12 @@ def unknown_name_error(kind, name, flag):
 _PREPROCESS_CHECK_INPUTS = """def _check_inputs(args):
     # (added by fairseq_define) before anything is written: every input file exists, is
     # UTF-8, and a source file has as many lines as its target file
+    separate_tgt = not args.only_source and not args.joined_dictionary
+    if not args.trainpref and (not args.srcdict or (separate_tgt and not args.tgtdict)):
+        raise UserError(
+            "no --trainpref to build the dictionary from: give --trainpref, or existing "
+            "dictionaries with --srcdict{}".format(" and --tgtdict" if separate_tgt else "")
+        )
     langs = [args.source_lang] + ([] if args.only_source else [args.target_lang])
     prefixes = [args.trainpref] if args.trainpref else []
     for pref in (args.validpref, args.testpref):
@@ -758,7 +764,7 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
                 "    utils.import_user_module(usr_args)  # (fairseq_define) then: a plugin's name\n"
                 "    # without the plugin gets an error naming the --user-dir\n"
-                "    from fairseq import is_plugin_name, unknown_name_error\n"
+                "    from fairseq import UserError, is_plugin_name, unknown_name_error\n"
                 "    from fairseq.tasks import TASK_REGISTRY\n\n"
                 "    for kind, flag, known, name in (\n"
                 '        ("model architecture", "--arch", ARCH_MODEL_REGISTRY, usr_args.arch),\n'
@@ -766,6 +772,18 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "    ):\n"
                 "        if is_plugin_name(name) and name not in known:\n"
                 "            raise unknown_name_error(kind, name, flag)\n",
+            ),
+            # fairseq-validate has no default task: a KeyError on None without --task
+            Edit(
+                "        from fairseq.tasks import TASK_REGISTRY\n\n"
+                "        TASK_REGISTRY[args.task].add_args(parser)\n",
+                "        from fairseq.tasks import TASK_REGISTRY\n\n"
+                "        if args.task not in TASK_REGISTRY:\n"
+                "            raise unknown_name_error(\"task\", args.task, \"--task\") if args.task else UserError(\n"
+                "                \"no --task: pass --task translation for a translation checkpoint, \"\n"
+                "                \"--task language_modeling (or the plugin's contiguous_lm) for a language model\"\n"
+                "            )\n"
+                "        TASK_REGISTRY[args.task].add_args(parser)  # (fairseq_define) known\n",
             ),
         ),
     ),
@@ -869,6 +887,36 @@ PATCHES: Tuple[FilePatch, ...] = (
             ),
         ),
     ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/train.py",
+        "no batch size: a clear error, not an AssertionError",
+        (
+            Edit(
+                "    assert (\n"
+                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
+                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
+                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
+                "        from fairseq import UserError\n\n"
+                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/validate.py",
+        "no batch size: a clear error, not an AssertionError",
+        (
+            Edit(
+                "    assert (\n"
+                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
+                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
+                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
+                "        from fairseq import UserError\n\n"
+                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
+            ),
+        ),
+    ),
 )
 
 
@@ -945,7 +993,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "fcf921af408ff10ad936b8efbea4ce3602f088109ec82ecf280afef2f9c0e157",
+        "c29cbefc32f6f151f1189c4cc9dd505cfc6b44582482876a131c31454ee471e1",
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
@@ -953,7 +1001,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "530c26da6086d4b948d2d1f6e2d14c4b1aa5b58f858bcb54b0fdfc13e678bd4f",
+        "7ce704a523083ddb7e2d71318205220e80ff684a94d6110ff415ae27529c0583",
     ),
     "fairseq/tasks/language_modeling.py": (
         "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
@@ -962,6 +1010,14 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/tasks/translation.py": (
         "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
         "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
+    ),
+    "fairseq_cli/train.py": (
+        "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
+        "b64f6de16dd283ae934f68065d246eb05a89d962604ab418248990db13e80784",
+    ),
+    "fairseq_cli/validate.py": (
+        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
+        "a97ed30c4973eacc7e7471ecfa66ca0a66ea5a8487c9f1b89868d61c6f4640c7",
     ),
 }
 

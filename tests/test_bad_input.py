@@ -372,6 +372,27 @@ def test_preprocess_refuses_bad_text_before_writing(tmp_path, case, expected):
     assert not (tmp_path / "bin").exists()
 
 
+def test_preprocess_without_text_for_the_dictionary(wmt_bin, tmp_path):
+    proc = run_cli("fairseq-preprocess", "--only-source", "--validpref", wmt_bin / "valid.bpe.en",
+                   "--destdir", tmp_path / "bin", "--workers", "1", check=False)
+    assert_user_error(proc, "fairseq-preprocess", "no --trainpref to build the dictionary from", "--srcdict")
+    assert not (tmp_path / "bin").exists()
+
+
+@pytest.mark.parametrize("cli", ["fairseq-train", "fairseq-validate"])
+def test_no_batch_size(wmt_bin, trained, tmp_path, cli):
+    args = (["--arch", "define_transformer_tiny", "--save-dir", tmp_path / "ck"] if cli == "fairseq-train"
+            else ["--path", trained / "checkpoint_last.pt", "--task", "translation"])
+    proc = run_cli(cli, wmt_bin / "bin", "--user-dir", USER_DIR, "--cpu", *args, check=False)
+    assert_user_error(proc, cli, "no batch size: pass --max-tokens N")
+
+
+def test_validate_without_task(wmt_bin, trained):
+    proc = run_cli("fairseq-validate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--cpu", "--max-tokens", "1000", check=False)
+    assert_user_error(proc, "fairseq-validate", "no --task: pass --task translation")
+
+
 def test_preprocess_refuses_a_destdir_that_holds_data(wmt_bin, tmp_path):
     shutil.copytree(wmt_bin / "bin", tmp_path / "bin")
     before = snapshot(tmp_path / "bin")
@@ -433,8 +454,8 @@ def test_language_model_data_in_generate(trained, tmp_path, shared_data):
     from .conftest import head
 
     head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 50)
-    run_cli("fairseq-preprocess", "--only-source", "--validpref", tmp_path / "valid.txt", "--destdir",
-            tmp_path / "lm", "--workers", "1")
+    run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
+            tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
     proc = run_cli("fairseq-generate", tmp_path / "lm", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
                    "--gen-subset", "valid", "--cpu", check=False)
     assert_user_error(proc, "fairseq-generate", "cannot tell the language pair", "language-model data (dict.txt)",
@@ -486,7 +507,7 @@ def test_dropout_out_of_range(arch, flag, value):
     (["--define-out-dim", "0"], "define_out_dim (m) must be a positive integer, got 0"),
     (["--define-depth", "100000"], "define_depth (N)=100000 is larger than this plugin supports (64)"),
     (["--define-expand-dim", "1000000"], "define_expand_dim (k)=1000000 is larger than this plugin supports (65536)"),
-    (["--define-adaptive-cutoff", "50"], "--define-adaptive-cutoff sets the bands of --define-map adaptive, which is not selected"),
+    (["--define-adaptive-cutoff", "50"], "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model does not use: drop it"),
 ])
 def test_define_settings_refused_up_front(flags, expected):
     assert expected in build_error("define_transformer_tiny", *flags)
@@ -495,7 +516,7 @@ def test_define_settings_refused_up_front(flags, expected):
 @pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny"])
 @pytest.mark.parametrize("flags", [["--define-adaptive-cutoff", "50"], ["--define-map", "adaptive"]])
 def test_define_map_flags_that_a_language_model_ignores(arch, flags):
-    assert "a language model's map is its adaptive input (--adaptive-cutoff, --div-val)" in build_error(arch, *flags)
+    assert "do not apply to the language models, whose map is their adaptive input: drop them" in build_error(arch, *flags)
 
 
 @pytest.mark.parametrize("override,expected", [

@@ -63,8 +63,8 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
             )
         if getattr(cfg, "define_adaptive_cutoff", None) or str(getattr(cfg, "define_map", "standard")) != "standard":
             raise DefineConfigError(
-                "--define-map/--define-adaptive-cutoff choose the map of define_transformer; a language "
-                "model's map is its adaptive input (--adaptive-cutoff, --div-val): drop them"
+                "--define-map and --define-adaptive-cutoff do not apply to the language models, whose map "
+                "is their adaptive input: drop them and set the bands with --adaptive-cutoff / --div-val"
             )
         model = cls(cls.build_decoder(cfg, task.target_dictionary))
         log_parameter_distribution(model, getattr(cfg, "_name", None) or cls.model_name)

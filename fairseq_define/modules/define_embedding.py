@@ -40,10 +40,8 @@ class DefineEmbedding(nn.Module):
         self.map_kind = "model" if map_layer is not None else str(cfg.define_map)
         if getattr(cfg, "define_adaptive_cutoff", None) and self.map_kind != "adaptive":
             raise DefineConfigError(
-                "--define-adaptive-cutoff sets the bands of --define-map adaptive, which "
-                + ("this model does not use (its map is the adaptive input of --adaptive-cutoff): "
-                   "drop --define-adaptive-cutoff" if self.map_kind == "model" else
-                   "is not selected: add --define-map adaptive or drop --define-adaptive-cutoff")
+                "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model "
+                "does not use: drop it (the language models' adaptive input takes --adaptive-cutoff)"
             )
         if map_layer is not None:
             self.map = map_layer
