@@ -166,6 +166,223 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
 
 '''
 
+# fairseq's checkpoint writes, as they ship and as patched: a fresh, exclusively created
+# temporary file in the destination folder, moved over the destination in one step, and
+# removed when the write fails (the same rules as fairseq_define/output_files.py, which the
+# plugin's tools use; fairseq-train runs without the plugin, so the patch holds its own copy).
+_PERSISTENT_SAVE_SHIPPED = """def torch_persistent_save(obj, filename, async_write: bool = False):
+    if async_write:
+        with PathManager.opena(filename, "wb") as f:
+            _torch_persistent_save(obj, f)
+    else:
+        if PathManager.supports_rename(filename):
+            # do atomic save
+            with PathManager.open(filename + ".tmp", "wb") as f:
+                _torch_persistent_save(obj, f)
+            PathManager.rename(filename + ".tmp", filename)
+        else:
+            # fallback to non-atomic save
+            with PathManager.open(filename, "wb") as f:
+                _torch_persistent_save(obj, f)
+
+
+def _torch_persistent_save(obj, f):
+    if isinstance(f, str):
+        with PathManager.open(f, "wb") as h:
+            torch_persistent_save(obj, h)
+        return
+    for i in range(3):
+        try:
+            return torch.save(obj, f)
+        except Exception:
+            if i == 2:
+                logger.error(traceback.format_exc())
+                raise
+"""
+
+_PERSISTENT_SAVE_PATCHED = """def _write_atomically(filename, write):
+    # (added by fairseq_define) write(f, path) on a fresh temporary file next to filename,
+    # f open on it for writing, then os.replace; the temporary file goes if anything fails
+    import tempfile
+
+    folder, base = os.path.split(os.path.abspath(filename))
+    fd, tmp = tempfile.mkstemp(prefix="." + base + ".", suffix=".tmp", dir=folder)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
+        with os.fdopen(fd, "wb") as f:
+            write(f, tmp)
+        os.replace(tmp, filename)
+    except OSError as e:
+        if e.errno != 28:  # ENOSPC
+            raise
+        from fairseq import UserError
+
+        raise UserError(
+            "no space left on the device while writing {}: free some space or choose another "
+            "--save-dir ({} is unchanged)".format(filename, filename)
+        ) from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _copy_atomically(src, dst):
+    # (added by fairseq_define) copy src to dst through a fresh temporary file
+    import shutil
+
+    def copy(f, tmp):
+        f.close()  # shutil.copyfile writes by name (and can use a fast kernel copy)
+        shutil.copyfile(src, tmp)
+
+    _write_atomically(dst, copy)
+
+
+def torch_persistent_save(obj, filename, async_write: bool = False):
+    if async_write:
+        with PathManager.opena(filename, "wb") as f:
+            _torch_persistent_save(obj, f)
+    else:
+        if PathManager.supports_rename(filename):
+            # atomic save through a fresh temporary file (fairseq_define)
+            _write_atomically(filename, lambda f, _: _torch_persistent_save(obj, f))
+        else:
+            # fallback to non-atomic save
+            with PathManager.open(filename, "wb") as f:
+                _torch_persistent_save(obj, f)
+
+
+def _torch_persistent_save(obj, f):
+    import errno
+
+    if isinstance(f, str):
+        with PathManager.open(f, "wb") as h:
+            torch_persistent_save(obj, h)
+        return
+    for i in range(3):
+        try:
+            if i > 0 and f.seekable():  # start the retry on an empty file
+                f.seek(0)
+                f.truncate()
+            return torch.save(obj, f)
+        except OSError as e:
+            if i == 2 or e.errno == errno.ENOSPC:  # a full disk stays full
+                raise
+        except Exception:
+            if i == 2:
+                raise
+"""
+
+# One error for bad input in fairseq's own code, where the plugin (and its excepthook) may
+# not be loaded: fairseq.UserError, printed by fairseq's command-line tools as one line.
+_FAIRSEQ_USER_ERROR = """__all__ = ["pdb", "UserError"]
+
+
+class UserError(ValueError):
+    # (added by fairseq_define) bad input or settings; the message names the problem and the
+    # fix. fairseq's command-line tools print it as one line, PROG: error: MESSAGE, and exit
+    # non-zero (FAIRSEQ_DEFINE_TRACEBACK=1 shows the traceback).
+    pass
+
+
+def _print_user_errors(previous):
+    def hook(exc_type, exc, tb):
+        if issubclass(exc_type, UserError) and not os.environ.get("FAIRSEQ_DEFINE_TRACEBACK"):
+            prog = os.path.basename(sys.argv[0]) if sys.argv else "fairseq"
+            sys.stderr.write("{}: error: {}\\n".format(prog, exc))
+            sys.stderr.flush()
+        else:
+            previous(exc_type, exc, tb)
+
+    return hook
+
+
+if sys.argv and os.path.basename(sys.argv[0]).startswith("fairseq-"):
+    sys.excepthook = _print_user_errors(sys.excepthook)
+
+
+def is_plugin_name(name):
+    # (added by fairseq_define) an architecture or task the fairseq-define plugin registers
+    return isinstance(name, str) and (name.startswith("define_") or name == "contiguous_lm")
+
+
+def unknown_name_error(kind, name, flag):
+    # (added by fairseq_define) the error for a model architecture or task nobody registered
+    message = "unknown {} {!r}".format(kind, name)
+    if is_plugin_name(name):
+        import importlib.util
+
+        spec = importlib.util.find_spec("fairseq_define")
+        where = os.path.dirname(spec.origin) if spec and spec.origin else "PATH/TO/fairseq_define"
+        return UserError(
+            message + ": it comes from the fairseq-define plugin, which is not loaded; pass "
+            "--user-dir {} (in Python: import fairseq_define)".format(where)
+        )
+    return UserError(
+        message + ": check {}, or pass the --user-dir of the plugin that defines it".format(flag)
+    )
+"""
+
+_PREPROCESS_CHECK_INPUTS = """def _check_inputs(args):
+    # (added by fairseq_define) before anything is written: every input file exists, is
+    # UTF-8, and a source file has as many lines as its target file
+    separate_tgt = not args.only_source and not args.joined_dictionary
+    if not args.trainpref and (not args.srcdict or (separate_tgt and not args.tgtdict)):
+        raise UserError(
+            "no --trainpref to build the dictionary from: give --trainpref, or existing "
+            "dictionaries with --srcdict{}".format(" and --tgtdict" if separate_tgt else "")
+        )
+    langs = [args.source_lang] + ([] if args.only_source else [args.target_lang])
+    prefixes = [args.trainpref] if args.trainpref else []
+    for pref in (args.validpref, args.testpref):
+        prefixes += pref.split(",") if pref else []
+    for prefix in prefixes:
+        counts = {}
+        for lang in langs:
+            path = _file_name(prefix, lang)
+            if not os.path.isfile(path):
+                raise UserError(
+                    "no such input file {}: check --trainpref/--validpref/--testpref and "
+                    "--source-lang/--target-lang (files are PREFIX.LANG)".format(path)
+                )
+            lines = 0
+            with open(path, "rb") as f:
+                for lines, line in enumerate(f, 1):
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise UserError(
+                            "{} line {} is not UTF-8 ({}): convert the file to UTF-8 (e.g. "
+                            "iconv -f latin1 -t utf-8) or remove the line".format(path, lines, e.reason)
+                        ) from None
+            counts[path] = lines
+        if len(set(counts.values())) > 1:
+            (src, n_src), (tgt, n_tgt) = counts.items()
+            raise UserError(
+                "{} has {} lines but {} has {}: source and target files must be line-aligned "
+                "(one sentence pair per line); fix or re-extract them".format(src, n_src, tgt, n_tgt)
+            )
+    dicts = [(args.source_lang, args.srcdict)]
+    if not args.only_source:
+        dicts.append((args.target_lang, args.tgtdict))
+    for lang, given in dicts:
+        dict_path = _dict_path(lang, args.destdir)
+        if not given and os.path.exists(dict_path):
+            raise UserError(
+                "{} exists: --destdir already holds binarized data; choose a new --destdir, "
+                "or reuse the dictionary with --srcdict/--tgtdict".format(dict_path)
+            )
+
+
+def main(args):
+    # setup some basic things
+    utils.import_user_module(args)
+    _check_inputs(args)
+
+    os.makedirs(args.destdir, exist_ok=True)
+"""
+
 # fairseq 0.12.2 runs eval() on config strings (layer lists such as "[(512, 3)] * 20",
 # booleans, cutoffs, optimizer betas), and a checkpoint's config is such a string: a file that
 # holds only strings passes any weights-only loader and then ran code when its model was built.
@@ -533,17 +750,57 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "        new_state = safe_torch_load(\n            f,\n",
             ),
             # copies (checkpoint_last.pt, _best.pt) were written in place: a kill mid-copy
-            # left a truncated checkpoint_last.pt that the next resume could not read
+            # left a truncated checkpoint_last.pt that the next resume could not read. They go
+            # through a fresh temporary file (never a fixed name a planted link could redirect).
             Edit(
                 "                assert PathManager.copy(\n"
                 "                    checkpoints[0], cp, overwrite=True\n"
                 '                ), f"Failed to copy {checkpoints[0]} to {cp}"\n',
-                "                tmp = cp + \".tmp\" if PathManager.supports_rename(cp) else cp\n"
-                "                assert PathManager.copy(\n"
-                "                    checkpoints[0], tmp, overwrite=True\n"
-                '                ), f"Failed to copy {checkpoints[0]} to {tmp}"\n'
-                "                if tmp != cp:\n"
-                "                    PathManager.rename(tmp, cp)  # atomic: never a half-written cp\n",
+                "                if PathManager.supports_rename(cp):\n"
+                "                    _copy_atomically(checkpoints[0], cp)  # never a half-written cp\n"
+                "                else:\n"
+                "                    assert PathManager.copy(\n"
+                "                        checkpoints[0], cp, overwrite=True\n"
+                '                    ), f"Failed to copy {checkpoints[0]} to {cp}"\n',
+            ),
+            # saves went through the fixed name FILE.tmp (a planted symlink there redirected
+            # the write; a failed write left it behind) and retried torch.save on the same
+            # half-written file, logging a traceback
+            Edit(_PERSISTENT_SAVE_SHIPPED, _PERSISTENT_SAVE_PATCHED),
+            # an unusable --save-dir: a clear error instead of a traceback
+            Edit(
+                "def verify_checkpoint_directory(save_dir: str) -> None:\n"
+                "    if not os.path.exists(save_dir):\n"
+                "        os.makedirs(save_dir, exist_ok=True)\n"
+                '    temp_file_path = os.path.join(save_dir, "dummy")\n'
+                "    try:\n"
+                '        with open(temp_file_path, "w"):\n'
+                "            pass\n"
+                "    except OSError as e:\n"
+                "        logger.warning(\n"
+                '            "Unable to access checkpoint save directory: {}".format(save_dir)\n'
+                "        )\n"
+                "        raise e\n"
+                "    else:\n"
+                "        os.remove(temp_file_path)\n",
+                "def verify_checkpoint_directory(save_dir: str) -> None:\n"
+                "    import tempfile\n\n"
+                "    from fairseq import UserError\n\n"
+                "    if os.path.exists(save_dir) and not os.path.isdir(save_dir):\n"
+                "        raise UserError(\n"
+                '            "--save-dir {} is a file, not a folder: choose a folder for the "\n'
+                '            "checkpoints".format(save_dir)\n'
+                "        )\n"
+                "    try:\n"
+                "        os.makedirs(save_dir, exist_ok=True)\n"
+                "        fd, probe = tempfile.mkstemp(prefix=\".write-test.\", dir=save_dir)\n"
+                "        os.close(fd)\n"
+                "        os.remove(probe)\n"
+                "    except OSError as e:\n"
+                "        raise UserError(\n"
+                '            "cannot write checkpoints to --save-dir {} ({}): choose a folder you "\n'
+                '            "can write to".format(save_dir, e.strerror or e)\n'
+                "        ) from None\n",
             ),
             Edit(
                 "    return extra_state, epoch_itr\n\n\ndef load_checkpoint_to_cpu(",
@@ -620,13 +877,65 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "                    np.int64,\n",
             ),
             Edit('            interpolation="lower",\n', '            method="lower",\n'),
+            # token ids beyond the dictionary (a damaged .bin, or data binarized with another
+            # dictionary) failed deep inside the model, after training had started
+            Edit(
+                "        if dataset is None:\n"
+                "            break\n"
+                '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
+                "        if dataset is None:\n"
+                "            break\n"
+                "        if dictionary is not None and isinstance(\n"
+                "            dataset, indexed_dataset.MMapIndexedDataset\n"
+                "        ):  # (fairseq_define) every id must name a dictionary entry\n"
+                "            ids = np.frombuffer(dataset._bin_buffer, dtype=dataset._index.dtype)\n"
+                "            if ids.size and not 0 <= ids.min() <= ids.max() < len(dictionary):\n"
+                "                from fairseq import UserError\n\n"
+                "                raise UserError(\n"
+                '                    "{}.bin holds token ids outside the dictionary\'s {} entries "\n'
+                '                    "(min {}, max {}): the file is damaged or was binarized with another "\n'
+                '                    "dictionary; run fairseq-preprocess again".format(\n'
+                "                        path_k, len(dictionary), int(ids.min()), int(ids.max())\n"
+                "                    )\n"
+                "                )\n"
+                '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
+            ),
         ),
     ),
     FilePatch(
         "fairseq",
         "fairseq/data/indexed_dataset.py",
-        "an empty or truncated dataset file: a clear error, not a second one in __del__",
+        "an empty, truncated or damaged dataset file: a clear error, not a second one in __del__",
         (
+            Edit(
+                "            elif magic == HuffmanMMapIndex._HDR_MAGIC[:8]:\n"
+                '                return "huffman"\n'
+                "            else:\n"
+                "                return None\n",
+                "            elif magic == HuffmanMMapIndex._HDR_MAGIC[:8]:\n"
+                '                return "huffman"\n'
+                "            else:\n"
+                "                from fairseq import UserError\n\n"
+                "                raise UserError(\n"
+                '                    "{} is not an index written by fairseq-preprocess (it starts with "\n'
+                '                    "{!r}): the file is damaged; run fairseq-preprocess again".format(\n'
+                "                        index_file_path(path), magic\n"
+                "                    )\n"
+                "                )\n",
+            ),
+            Edit(
+                "                assert self._HDR_MAGIC == magic_test, (\n"
+                '                    "Index file doesn\'t match expected format. "\n'
+                '                    "Make sure that --dataset-impl is configured properly."\n'
+                "                )\n",
+                "                if self._HDR_MAGIC != magic_test:\n"
+                "                    from fairseq import UserError\n\n"
+                "                    raise UserError(\n"
+                '                        "{} is not an index written by fairseq-preprocess "\n'
+                '                        "(--dataset-impl mmap): the file is damaged or of another "\n'
+                '                        "--dataset-impl; run fairseq-preprocess again".format(path)\n'
+                "                    )\n",
+            ),
             Edit(
                 "        def __del__(self):\n"
                 "            self._bin_buffer_mmap._mmap.close()\n"
@@ -674,6 +983,215 @@ PATCHES: Tuple[FilePatch, ...] = (
                 '                        [[line.rstrip("\\n") for line in fdref]],\n'
                 "                    ).format()\n"
                 "                )",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/__init__.py",
+        "bad input: fairseq.UserError, one line from the command-line tools",
+        (Edit('__all__ = ["pdb"]\n', _FAIRSEQ_USER_ERROR),),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/models/__init__.py",
+        "an unknown architecture (a plugin not loaded): a clear error, not an IndexError",
+        (
+            Edit(
+                "    assert model is not None, (\n"
+                '        f"Could not infer model type from {cfg}. "\n'
+                '        "Available models: {}".format(MODEL_DATACLASS_REGISTRY.keys())\n'
+                '        + f" Requested model type: {model_type}"\n'
+                "    )\n",
+                "    if model is None:\n"
+                "        from fairseq import unknown_name_error\n\n"
+                '        raise unknown_name_error("model architecture", model_type, "--arch")\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/tasks/__init__.py",
+        "an unknown task (a plugin not loaded): a clear error, not a KeyError",
+        (
+            Edit(
+                "        # legacy tasks\n        task = TASK_REGISTRY[task_name]\n",
+                "        # legacy tasks\n        task = TASK_REGISTRY.get(task_name)  # None: reported below\n",
+            ),
+            Edit(
+                "    assert (\n"
+                "        task is not None\n"
+                '    ), f"Could not infer task type from {cfg}. Available argparse tasks: '
+                '{TASK_REGISTRY.keys()}. Available hydra tasks: {TASK_DATACLASS_REGISTRY.keys()}"\n',
+                "    if task is None:\n"
+                "        from fairseq import unknown_name_error\n\n"
+                '        raise unknown_name_error("task", task_name, "--task")\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/options.py",
+        "a plugin's --arch/--task without its --user-dir: say which --user-dir",
+        (
+            Edit(
+                "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
+                "    utils.import_user_module(usr_args)\n",
+                "    usr_parser.add_argument(\"--arch\", default=None)\n"
+                "    usr_parser.add_argument(\"--task\", default=None)\n"
+                "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
+                "    utils.import_user_module(usr_args)  # (fairseq_define) then: a plugin's name\n"
+                "    # without the plugin gets an error naming the --user-dir\n"
+                "    from fairseq import UserError, is_plugin_name, unknown_name_error\n"
+                "    from fairseq.tasks import TASK_REGISTRY\n\n"
+                "    for kind, flag, known, name in (\n"
+                '        ("model architecture", "--arch", ARCH_MODEL_REGISTRY, usr_args.arch),\n'
+                '        ("task", "--task", TASK_REGISTRY, usr_args.task),\n'
+                "    ):\n"
+                "        if is_plugin_name(name) and name not in known:\n"
+                "            raise unknown_name_error(kind, name, flag)\n",
+            ),
+            # fairseq-validate has no default task: a KeyError on None without --task
+            Edit(
+                "        from fairseq.tasks import TASK_REGISTRY\n\n"
+                "        TASK_REGISTRY[args.task].add_args(parser)\n",
+                "        from fairseq.tasks import TASK_REGISTRY\n\n"
+                "        if args.task not in TASK_REGISTRY:\n"
+                "            raise unknown_name_error(\"task\", args.task, \"--task\") if args.task else UserError(\n"
+                "                \"no --task: pass --task translation for a translation checkpoint, \"\n"
+                "                \"--task language_modeling (or the plugin's contiguous_lm) for a language model\"\n"
+                "            )\n"
+                "        TASK_REGISTRY[args.task].add_args(parser)  # (fairseq_define) known\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/utils.py",
+        "--user-dir that does not exist or is not a plugin: a clear error",
+        (
+            Edit(
+                "                else:\n"
+                "                    raise FileNotFoundError(module_path)\n",
+                "                else:\n"
+                "                    from fairseq import UserError\n\n"
+                "                    raise UserError(\n"
+                '                        "--user-dir {} does not exist: point it at the plugin\'s "\n'
+                '                        "package folder (for fairseq-define: .../fairseq_define)".format(\n'
+                "                            args.user_dir\n"
+                "                        )\n"
+                "                    )\n"
+                "        if os.path.isdir(module_path) and not os.path.isfile(\n"
+                '            os.path.join(module_path, "__init__.py")\n'
+                "        ):  # (fairseq_define) it would import as an empty namespace package\n"
+                "            from fairseq import UserError\n\n"
+                '            inner = os.path.join(args.user_dir, "fairseq_define")\n'
+                "            raise UserError(\n"
+                '                "--user-dir {} is not a plugin (a Python package with an "\n'
+                '                "__init__.py): {}".format(\n'
+                "                    args.user_dir,\n"
+                '                    "did you mean {}?".format(inner)\n'
+                '                    if os.path.isfile(os.path.join(inner, "__init__.py"))\n'
+                '                    else "point it at the plugin\'s package folder (for fairseq-define: "\n'
+                '                    ".../fairseq_define)",\n'
+                "                )\n"
+                "            )\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/preprocess.py",
+        "check the input files (exist, UTF-8, aligned) before anything is written",
+        (
+            Edit("from fairseq import options, tasks, utils\n", "from fairseq import UserError, options, tasks, utils\n"),
+            Edit(
+                "def main(args):\n"
+                "    # setup some basic things\n"
+                "    utils.import_user_module(args)\n"
+                "\n"
+                "    os.makedirs(args.destdir, exist_ok=True)\n",
+                _PREPROCESS_CHECK_INPUTS,
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/tasks/language_modeling.py",
+        "translation data given to a language model command: say so",
+        (
+            Edit(
+                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))\n',
+                '            if not os.path.exists(os.path.join(paths[0], "dict.txt")):\n'
+                "                from fairseq import UserError\n\n"
+                "                pairs = sorted(\n"
+                "                    f for f in os.listdir(paths[0]) if f.startswith(\"dict.\") and f.endswith(\".txt\")\n"
+                "                ) if os.path.isdir(paths[0]) else []\n"
+                "                raise UserError(\n"
+                '                    "{} has no dict.txt{}: a language model (fairseq-eval-lm, --task "\n'
+                '                    "language_modeling) reads data binarized with fairseq-preprocess "\n'
+                '                    "--only-source; a translation checkpoint goes with fairseq-generate".format(\n'
+                "                        paths[0],\n"
+                '                        " (it holds translation data: {})".format(", ".join(pairs)) if pairs else "",\n'
+                "                    )\n"
+                "                )\n"
+                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))  # noqa\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/tasks/translation.py",
+        "language-model data given to a translation command: say so",
+        (
+            Edit(
+                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
+                "            raise Exception(\n"
+                '                "Could not infer language pair, please provide it explicitly"\n'
+                "            )\n",
+                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
+                "            from fairseq import UserError\n\n"
+                '            lm_data = os.path.exists(os.path.join(paths[0], "dict.txt"))\n'
+                "            raise UserError(\n"
+                '                "cannot tell the language pair of {}: {}".format(\n'
+                "                    paths[0],\n"
+                '                    "it holds language-model data (dict.txt); a language model "\n'
+                '                    "checkpoint goes with fairseq-eval-lm"\n'
+                "                    if lm_data\n"
+                '                    else "pass --source-lang and --target-lang (the data comes from "\n'
+                '                    "fairseq-preprocess -s SRC -t TGT)",\n'
+                "                )\n"
+                "            )\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/train.py",
+        "no batch size: a clear error, not an AssertionError",
+        (
+            Edit(
+                "    assert (\n"
+                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
+                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
+                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
+                "        from fairseq import UserError\n\n"
+                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/validate.py",
+        "no batch size: a clear error, not an AssertionError",
+        (
+            Edit(
+                "    assert (\n"
+                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
+                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
+                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
+                "        from fairseq import UserError\n\n"
+                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
             ),
         ),
     ),
@@ -739,6 +1257,22 @@ PATCHES += tuple(
 )
 
 
+def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
+    """Several concerns edit the same file (fairseq/utils.py: config literals and the
+    missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
+    hashes cover all its edits, so they become one FilePatch, in the order listed."""
+    merged: Dict[str, FilePatch] = {}
+    for fp in patches:
+        prev = merged.get(fp.path)
+        merged[fp.path] = fp if prev is None else FilePatch(
+            prev.distribution, prev.path, f"{prev.why}; {fp.why}", prev.edits + fp.edits
+        )
+    return tuple(merged.values())
+
+
+PATCHES = _one_patch_per_file(PATCHES)
+
+
 # (shipped, patched) SHA-256 of each file. After changing an edit above, regenerate with
 # ``python -m fairseq_define_patch --print-hashes`` and review the diff.
 SHA256: Dict[str, Tuple[str, str]] = {
@@ -760,7 +1294,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "d56fc3516a488b090d2822967288b00b84fe2524006cb07f510fb95f42502fc4",
+        "b4b9da6773c41ee2cfc3e1063d7bb6b3734ac88d76b7537cc39db34612bf67bb",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -784,11 +1318,11 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "7b2e27bb830e9afb271f37a558a448ec47f2a94ff83cfff301dcb5fc1f1ec64d",
+        "bfe0f132dac426103afd9128709fc08f6077ad78715fc77e89b94f14d7e92acd",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "2904a369f8e64bf52145ad5a899ea9408b76cc5b142e2b04f464861c01524ebb",
+        "ac0d629d6679ce93870d3e8c1f27b7b955b8f36bd96e0cefccc6590f06e4ddfc",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -798,9 +1332,45 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
         "0081cde90e7ea6709749ad8b38b521b6ac3b018da27fa9d2dbcea0fe5c7db0b4",
     ),
+    "fairseq/__init__.py": (
+        "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
+        "f3dce54edc964881e18f8d485c080fe4fd9ec7d785b2be80653a749f752395ef",
+    ),
+    "fairseq/models/__init__.py": (
+        "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
+        "cfa9aad778cd747165dd93bfc4eab8f65134dbbb598d6050ca15110dfdfbf2cc",
+    ),
+    "fairseq/tasks/__init__.py": (
+        "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
+        "ba61361785300d84315efe2c687f27dadcfcd630aa147583ea08ec2cec827c77",
+    ),
+    "fairseq/options.py": (
+        "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
+        "c29cbefc32f6f151f1189c4cc9dd505cfc6b44582482876a131c31454ee471e1",
+    ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "a7f9b4892abf851291eb7635091edcd41fb9bd4cebe706e220d4203166f15fae",
+        "6932c335af5b9f69da2d0531090f10cf9f9ac5660808e7af1393c7491e13770b",
+    ),
+    "fairseq_cli/preprocess.py": (
+        "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
+        "7ce704a523083ddb7e2d71318205220e80ff684a94d6110ff415ae27529c0583",
+    ),
+    "fairseq/tasks/language_modeling.py": (
+        "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
+        "89a026caae8dc48eb9225649a79579f899deb43669d260f7825aa4c882edd7c8",
+    ),
+    "fairseq/tasks/translation.py": (
+        "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
+        "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
+    ),
+    "fairseq_cli/train.py": (
+        "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
+        "b64f6de16dd283ae934f68065d246eb05a89d962604ab418248990db13e80784",
+    ),
+    "fairseq_cli/validate.py": (
+        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
+        "cca8665f88eb99ce414dbaae10f94b5113cc3105daaf597cf46554c45279dd3e",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
@@ -869,10 +1439,6 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/data/codedataset.py": (
         "c79ca7db7a9eb8326d6bee08373b9e0a85ee3ee9ab1bd0320bd6b392ed2df74e",
         "bd4fa30bba1cfbd15b2c461e08e8d25589f76106870a4f3174886a22982157ec",
-    ),
-    "fairseq_cli/validate.py": (
-        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "4cf2fef3505b5f44a58bedc2c74ce0d0dae27175e89766a1daf0e0b44e0763c6",
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",

@@ -73,10 +73,9 @@ while IFS='|' read -r id arch args _src _comp <&3; do
   if [[ ! -f "$dir/averaged.pt" ]]; then
     n=$(find "$dir" -name 'checkpoint_*_*.pt' | wc -l); n=$(( n < 5 ? n : 5 ))
     [[ $n -gt 0 ]] || die "no update checkpoints in $dir to average"
-    rm -f "$dir/averaged.pt.tmp"
-    fairseq-define-average-checkpoints --inputs "$dir" --num-update-checkpoints "$n" --output "$dir/averaged.pt.tmp" \
+    # the tool writes atomically: averaged.pt exists only once it is complete
+    fairseq-define-average-checkpoints --inputs "$dir" --num-update-checkpoints "$n" --output "$dir/averaged.pt" \
       > "$dir/average.log" 2>&1 || die "checkpoint averaging failed; see $dir/average.log"
-    mv "$dir/averaged.pt.tmp" "$dir/averaged.pt"
     echo "  averaged the last $n update checkpoints -> $dir/averaged.pt"
   fi
   metrics=()

@@ -58,10 +58,9 @@ while IFS='|' read -r id _arch _args src comp <&3; do
   log="$WORKDIR/$src.compress.log" out="$WORKDIR/$src.compressed.pt"
   if [[ ! -f "$out" ]]; then
     step "Table 5: compress $src (32 x 16 codes${CODE_ARGS[*]+, ${CODE_ARGS[*]}})"
-    rm -f "$out.tmp"
-    fairseq-define-compress --path "$ckpt" --output "$out.tmp" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} > "$log" 2>&1 < /dev/null \
-      || { rm -f "$out.tmp"; die "fairseq-define-compress failed; see $log"; }
-    mv "$out.tmp" "$out"
+    # the tool writes atomically: $out exists only once it is complete
+    fairseq-define-compress --path "$ckpt" --output "$out" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} > "$log" 2>&1 < /dev/null \
+      || die "fairseq-define-compress failed; see $log"
   fi
   sizes=$(sed -n 's/.*look-up tables \([0-9.]*\) MB -> \([0-9.]*\) MB.*/\1 \2/p' "$log" | tail -1)
   [[ -n "$sizes" ]] || die "no table sizes in $log"

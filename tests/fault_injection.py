@@ -3,7 +3,11 @@
     FAULT=update:N  python tests/fault_injection.py fairseq-train ARGS   # right after update N
     FAULT=save:N    ...   # while writing the N-th checkpoint file (half of it written)
     FAULT=copy:N    ...   # while copying a checkpoint to checkpoint_last.pt the N-th time
+    FAULT=full:N    ...   # the N-th checkpoint write finds the disk full (half written, then
+                          # OSError ENOSPC): the process is not killed, the error propagates
 """
+
+import errno
 
 import io
 import os
@@ -62,6 +66,17 @@ def main():
             return copyfile(src, dst, *args, **kwargs)
 
         shutil.copyfile = killing_copyfile
+    elif kind == "full":
+        save = torch.save
+
+        def full_disk_save(obj, f, *args, **kwargs):
+            calls[0] += 1
+            if calls[0] == n:
+                f.write(b"half a checkpoint")
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return save(obj, f, *args, **kwargs)
+
+        torch.save = full_disk_save
     else:
         raise SystemExit(f"unknown FAULT {kind}")
     cli = sys.argv[1]

@@ -296,3 +296,294 @@ def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):
                    "--max-update", "1", "--save-dir", tmp_path / "ck", "--cpu", check=False)
     assert_user_error(proc, "fairseq-train", "needs one dictionary for source and target", "--joined-dictionary")
     assert snapshot(tmp_path / "bin") == before
+
+
+# --- a missing or wrong plugin (the patch's errors: fairseq runs without the plugin) ------
+
+
+def test_checkpoint_of_ours_without_user_dir(bin_copy, trained):
+    proc = run_cli("fairseq-generate", bin_copy, "--path", trained / "checkpoint_last.pt", "--gen-subset", "test",
+                   "--cpu", check=False)
+    assert_user_error(proc, "fairseq-generate", "unknown model architecture 'define_transformer_tiny'",
+                      f"pass --user-dir {USER_DIR}", "import fairseq_define")
+
+
+def test_arch_of_ours_without_user_dir(wmt_bin, tmp_path):
+    proc = run_cli("fairseq-train", wmt_bin / "bin", "--arch", "define_transformer_tiny", "--cpu",
+                   "--max-tokens", "1000", "--save-dir", tmp_path / "ck", check=False)
+    assert_user_error(proc, "fairseq-train", "unknown model architecture 'define_transformer_tiny'",
+                      f"pass --user-dir {USER_DIR}")
+
+
+@pytest.mark.parametrize("where,expected", [
+    ("missing", "does not exist: point it at the plugin's package folder"),
+    ("empty", "is not a plugin (a Python package with an __init__.py): point it at"),
+    ("repo", f"is not a plugin (a Python package with an __init__.py): did you mean {ROOT}/fairseq_define?"),
+])
+def test_user_dir_that_is_not_a_plugin(wmt_bin, tmp_path, where, expected):
+    user_dir = {"missing": tmp_path / "nope", "empty": tmp_path, "repo": ROOT}[where]
+    proc = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", user_dir, "--arch", "define_transformer_tiny",
+                   "--cpu", "--max-tokens", "1000", "--save-dir", tmp_path / "ck", check=False)
+    assert_user_error(proc, "fairseq-train", f"--user-dir {user_dir} ", expected)
+
+
+# --- damaged binarized data ----------------------------------------------------------------
+
+
+def test_token_ids_outside_the_dictionary(bin_copy, tmp_path):
+    import numpy as np
+
+    ids = np.memmap(bin_copy / "train.en-de.en.bin", dtype=np.uint16, mode="r+")
+    ids[5] = 60000
+    ids.flush()
+    del ids
+    proc = run_cli("fairseq-train", bin_copy, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+                   "--max-update", "2", "--save-dir", tmp_path / "ck", "--cpu", check=False)
+    assert_user_error(proc, "fairseq-train", "train.en-de.en.bin holds token ids outside the dictionary",
+                      "max 60000", "run fairseq-preprocess again")
+    assert not any((tmp_path / "ck").iterdir())  # no crash.pt, no checkpoint
+
+
+def test_garbage_index_header(bin_copy, trained):
+    with open(bin_copy / "test.en-de.de.idx", "r+b") as f:
+        f.write(b"GARBAGE!GARBAGE!")
+    proc = generate(bin_copy, trained / "checkpoint_last.pt")
+    assert_user_error(proc, "fairseq-generate", "test.en-de.de.idx is not an index written by fairseq-preprocess",
+                      "b'GARBAGE!'", "run fairseq-preprocess again")
+
+
+# --- fairseq-preprocess checks its inputs before writing anything --------------------------
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("misaligned", ["train.en has 3 lines but", "train.de has 2", "line-aligned"]),
+    ("latin1", ["train.de line 2 is not UTF-8", "iconv"]),
+    ("missing", ["no such input file", "train.de", "PREFIX.LANG"]),
+])
+def test_preprocess_refuses_bad_text_before_writing(tmp_path, case, expected):
+    (tmp_path / "train.en").write_text("one\ntwo\nthree\n")
+    de = {"misaligned": b"eins\nzwei\n", "latin1": b"eins\nzw\xe4i\ndrei\n", "missing": None}[case]
+    if de is not None:
+        (tmp_path / "train.de").write_bytes(de)
+    proc = run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", tmp_path / "train",
+                   "--destdir", tmp_path / "bin", "--workers", "1", check=False)
+    assert_user_error(proc, "fairseq-preprocess", *expected)
+    assert not (tmp_path / "bin").exists()
+
+
+def test_preprocess_without_text_for_the_dictionary(wmt_bin, tmp_path):
+    proc = run_cli("fairseq-preprocess", "--only-source", "--validpref", wmt_bin / "valid.bpe.en",
+                   "--destdir", tmp_path / "bin", "--workers", "1", check=False)
+    assert_user_error(proc, "fairseq-preprocess", "no --trainpref to build the dictionary from", "--srcdict")
+    assert not (tmp_path / "bin").exists()
+
+
+@pytest.mark.parametrize("cli", ["fairseq-train", "fairseq-validate"])
+def test_no_batch_size(wmt_bin, trained, tmp_path, cli):
+    args = (["--arch", "define_transformer_tiny", "--save-dir", tmp_path / "ck"] if cli == "fairseq-train"
+            else ["--path", trained / "checkpoint_last.pt", "--task", "translation"])
+    proc = run_cli(cli, wmt_bin / "bin", "--user-dir", USER_DIR, "--cpu", *args, check=False)
+    assert_user_error(proc, cli, "no batch size: pass --max-tokens N")
+
+
+def test_validate_without_task(wmt_bin, trained):
+    proc = run_cli("fairseq-validate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--cpu", "--max-tokens", "1000", check=False)
+    assert_user_error(proc, "fairseq-validate", "no --task: pass --task translation")
+
+
+def test_preprocess_refuses_a_destdir_that_holds_data(wmt_bin, tmp_path):
+    shutil.copytree(wmt_bin / "bin", tmp_path / "bin")
+    before = snapshot(tmp_path / "bin")
+    proc = run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", wmt_bin / "train.bpe",
+                   "--destdir", tmp_path / "bin", "--workers", "1", check=False)
+    assert_user_error(proc, "fairseq-preprocess", "dict.en.txt exists", "choose a new --destdir")
+    assert snapshot(tmp_path / "bin") == before
+
+
+# --- where checkpoints go ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("file", "is a file, not a folder"),
+    ("under_file", "cannot write checkpoints to --save-dir"),
+])
+def test_unusable_save_dir(wmt_bin, tmp_path, case, expected):
+    (tmp_path / "f").write_text("a file")
+    save_dir = tmp_path / "f" if case == "file" else tmp_path / "f" / "ck"
+    proc = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+                   *TINY, "--share-all-embeddings", "--optimizer", "adam", "--max-tokens", "1500", "--cpu",
+                   "--save-dir", save_dir, check=False)
+    assert_user_error(proc, "fairseq-train", f"--save-dir {save_dir}", expected)
+    assert (tmp_path / "f").read_text() == "a file"
+
+
+def test_disk_full_during_a_save(wmt_bin, tmp_path):
+    """The second checkpoint write finds the disk full: one clear line, no temporary file,
+    and the checkpoints written before are intact."""
+    import sys
+
+    import torch
+
+    save = tmp_path / "ck"
+    args = [wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+            "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+            "--max-update", "12", "--save-interval-updates", "4", "--save-dir", save, "--cpu"]
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_injection.py"), "fairseq-train",
+                           *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600, env={**os.environ, "FAULT": "full:2", "PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert_user_error(proc, "fairseq-train", "no space left on the device while writing", "checkpoint_1_8.pt",
+                      "is unchanged")
+    assert not [p.name for p in save.iterdir() if p.name.endswith(".tmp")]
+    last = torch.load(save / "checkpoint_last.pt", weights_only=False)
+    assert last["optimizer_history"][-1]["num_updates"] == 4
+
+
+# --- a checkpoint given to the wrong command -----------------------------------------------
+
+
+def test_translation_checkpoint_in_eval_lm(bin_copy, trained):
+    proc = run_cli("fairseq-eval-lm", bin_copy, "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--cpu", "--max-tokens", "1000", check=False)
+    assert_user_error(proc, "fairseq-eval-lm", "has no dict.txt (it holds translation data: dict.de.txt, dict.en.txt)",
+                      "a translation checkpoint goes with fairseq-generate")
+
+
+def test_language_model_data_in_generate(trained, tmp_path, shared_data):
+    from .conftest import head
+
+    head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 50)
+    run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
+            tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
+    proc = run_cli("fairseq-generate", tmp_path / "lm", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--gen-subset", "valid", "--cpu", check=False)
+    assert_user_error(proc, "fairseq-generate", "cannot tell the language pair", "language-model data (dict.txt)",
+                      "fairseq-eval-lm")
+
+
+@pytest.mark.parametrize("arch,task_module,task_class,expected", [
+    ("define_txl_tiny", "fairseq.tasks.translation", "TranslationTask", "is a language model, but this command runs a translation task"),
+    ("define_transformer_tiny", "fairseq.tasks.language_modeling", "LanguageModelingTask", "is a translation model, but this command runs a language modeling task"),
+])
+def test_model_built_for_the_wrong_task(arch, task_module, task_class, expected):
+    """What a checkpoint used with the wrong command meets: the model refuses the task."""
+    import importlib
+
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq_define.errors import UserError
+    from fairseq_define.tools.params import build_arch
+
+    _, args = build_arch(arch, 100)
+    task = getattr(importlib.import_module(task_module), task_class).__new__(
+        getattr(importlib.import_module(task_module), task_class))
+    with pytest.raises(UserError, match=expected):
+        ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+
+
+# --- settings out of range, refused before any work ---------------------------------------
+
+
+def build_error(arch, *flags):
+    from fairseq_define.errors import UserError
+    from fairseq_define.tools.params import build_arch
+
+    with pytest.raises(UserError) as info:
+        build_arch(arch, 100, extra=list(flags))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("arch", ["define_transformer_tiny", "define_txl_tiny", "define_lstm_tiny"])
+@pytest.mark.parametrize("flag,value", [("--dropout", "-0.1"), ("--define-dropout", "-0.2"),
+                                        ("--define-map-dropout", "1.0"), ("--attention-dropout", "-0.5")])
+def test_dropout_out_of_range(arch, flag, value):
+    if flag == "--attention-dropout" and arch == "define_lstm_tiny":
+        pytest.skip("the LSTM has no attention")
+    name = flag[2:].replace("-", "_")
+    assert f"{name}={float(value)} is not a dropout probability: use a value in [0, 1)" in build_error(arch, flag, value)
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--define-out-dim", "0"], "define_out_dim (m) must be a positive integer, got 0"),
+    (["--define-depth", "100000"], "define_depth (N)=100000 is larger than this plugin supports (64)"),
+    (["--define-expand-dim", "1000000"], "define_expand_dim (k)=1000000 is larger than this plugin supports (65536)"),
+    (["--define-adaptive-cutoff", "50"], "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model does not use: drop it"),
+])
+def test_define_settings_refused_up_front(flags, expected):
+    assert expected in build_error("define_transformer_tiny", *flags)
+
+
+@pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny"])
+@pytest.mark.parametrize("flags", [["--define-adaptive-cutoff", "50"], ["--define-map", "adaptive"]])
+def test_define_map_flags_that_a_language_model_ignores(arch, flags):
+    assert "do not apply to the language models, whose map is their adaptive input: drop them" in build_error(arch, *flags)
+
+
+@pytest.mark.parametrize("override,expected", [
+    ({"mem_len": -1}, "mem_len=-1: give the memory length in tokens, or 0 for no memory"),
+    ({"tgt_len": 0}, "tgt_len=0: the segment length must be at least 1 token"),
+    ({"tgt_len": -4}, "tgt_len=-4"),
+    ({"clamp_len": -2}, "clamp_len=-2"),
+])
+def test_transformer_xl_memory_settings(override, expected):
+    """What fairseq-eval-lm --model-overrides "{'mem_len': ...}" builds."""
+    from argparse import Namespace
+
+    from fairseq.data import Dictionary
+    from fairseq_define.errors import UserError
+    from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
+
+    cfg = TransformerXLConfig(decoder_layers=1, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
+                              decoder_ffn_embed_dim=32, define_map_dim=8, mem_len=6, tgt_len=4)
+    for k, v in override.items():
+        setattr(cfg, k, v)
+    with pytest.raises(UserError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        TransformerXLLanguageModel.build_model(cfg, Namespace(target_dictionary=Dictionary()))
+
+
+def test_memory_zero_means_no_memory():
+    from argparse import Namespace
+
+    from fairseq.data import Dictionary
+    from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
+
+    cfg = TransformerXLConfig(decoder_layers=1, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
+                              decoder_ffn_embed_dim=32, define_map_dim=8, mem_len=0, tgt_len=4)
+    model = TransformerXLLanguageModel.build_model(cfg, Namespace(target_dictionary=Dictionary()))
+    assert model.memory_span(4) == 0
+
+
+@pytest.mark.parametrize("context,ok", [(-5, False), (-2, False), (-1, True), (0, True), (64, True)])
+def test_eval_context_range(context, ok):
+    from argparse import Namespace
+
+    from fairseq.data import Dictionary
+    from fairseq_define.errors import UserError
+    from fairseq_define.tasks.contiguous_lm import ContiguousLMTask
+
+    args = Namespace(eval_context=context, tokens_per_sample=16, output_dictionary_size=-1, data=None)
+    if ok:
+        ContiguousLMTask(args, Dictionary())
+    else:
+        with pytest.raises(UserError, match=f"--eval-context {context}: give the context in tokens, 0 for none, or -1"):
+            ContiguousLMTask(args, Dictionary())
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--arch", "define_txl_tiny", "--baseline", "transformer"],
+     "--baseline transformer is a translation model but --arch define_txl_tiny is a language model"),
+    (["--arch", "define_transformer_tiny", "--baseline", "transformer_lm"],
+     "--baseline transformer_lm is a language model but --arch define_transformer_tiny is a translation model"),
+    (["--arch", "define_transformer_tiny", "--paper-table", "3"], "--paper-table 3 prints the paper's fixed settings and ignores --arch"),
+    (["--paper-table", "2", "--define-map-dim", "64"], "ignores --define-map-dim 64"),
+    (["--arch", "define_transformer_tiny", "--vocab-size", "100000000000"],
+     "the vocabulary size=100000000000 is larger than this plugin supports (10000000)"),
+    (["--arch", "define_transformer_tiny", "--define-depth", "100000"], "define_depth (N)=100000 is larger than"),
+])
+def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
+    import time
+
+    start = time.time()
+    proc = run_tool("fairseq-define-params", *args)
+    assert_user_error(proc, "fairseq-define-params", expected)
+    assert time.time() - start < 60  # refused up front, not after minutes

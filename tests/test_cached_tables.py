@@ -21,7 +21,8 @@ GRAD_TOKENS = torch.tensor([[5, 9, 5, 7], [9, 9, 30, 5]])
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, map_kind):
     torch.manual_seed(0)
-    kw = dict(define_transform=transform, define_map=map_kind, define_adaptive_cutoff="20")
+    kw = dict(define_transform=transform, define_map=map_kind,
+              define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
     plain = DefineEmbedding(define_cfg(define_token_path="plain", **kw), 40, 1, 24)
     unique = DefineEmbedding(define_cfg(define_token_path="unique", **kw), 40, 1, 24)
     unique.load_state_dict(plain.state_dict())
@@ -47,7 +48,8 @@ def test_unique_path_is_skipped_when_dropout_is_active():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_cfg(define_map=map_kind, define_adaptive_cutoff="20"), 40, 1, 24).eval()
+    emb = DefineEmbedding(define_cfg(define_map=map_kind,
+              define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24).eval()
     live = emb(TOKENS)
     size = cache_define_tables(emb)
     assert emb.unit is None and size == 40 * 24 * 4

@@ -343,7 +343,7 @@ def expand_outputs(emb, e):
 def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
     torch.manual_seed(0)
     emb = DefineEmbedding(define_cfg(define_transform=transform, define_depth=depth, define_map=map_kind,
-                                     define_adaptive_cutoff="20"), 40, 1, 24)
+                                     define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24)
     maps = results.correlation_maps(emb, 40, chunk=16)  # several chunks
     assert emb.training  # the mode is restored
     assert len(maps) == 2 + depth

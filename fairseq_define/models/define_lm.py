@@ -10,7 +10,8 @@ from fairseq import utils
 from fairseq.models import FairseqLanguageModel
 
 from ..modules.adaptive_io import ProjectedAdaptiveInput
-from ..modules.define_config import parse_int_list
+from ..modules.config_bounds import check_dropouts
+from ..modules.define_config import DefineConfigError, parse_int_list
 from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
 from .inference_tables import InferenceTablesMixin
@@ -77,6 +78,20 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
             name = getattr(cfg, "arch", None)
             cfg = cls.config_class.from_namespace(cfg)
             cfg._name = name
+        check_dropouts(cfg)
+        from fairseq.tasks.translation import TranslationTask
+
+        if isinstance(task, TranslationTask):  # e.g. an LM checkpoint given to fairseq-generate
+            raise DefineConfigError(
+                f"{getattr(cfg, '_name', None) or cls.model_name} is a language model, but this command "
+                "runs a translation task: score it with fairseq-eval-lm (--task contiguous_lm) on data "
+                "binarized with fairseq-preprocess --only-source"
+            )
+        if getattr(cfg, "define_adaptive_cutoff", None) or str(getattr(cfg, "define_map", "standard")) != "standard":
+            raise DefineConfigError(
+                "--define-map and --define-adaptive-cutoff do not apply to the language models, whose map "
+                "is their adaptive input: drop them and set the bands with --adaptive-cutoff / --div-val"
+            )
         model = cls(cls.build_decoder(cfg, task.target_dictionary))
         log_parameter_distribution(model, getattr(cfg, "_name", None) or cls.model_name)
         return model

@@ -13,6 +13,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerModel, base_architecture
 
+from ..modules.config_bounds import check_dropouts
 from ..modules.define_config import DefineConfig, DefineConfigError
 from ..modules.define_embedding import DefineEmbedding
 from ..param_report import log_parameter_distribution
@@ -33,6 +34,15 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         define_base_architecture(args)
+        check_dropouts(args)
+        from fairseq.tasks.language_modeling import LanguageModelingTask
+
+        if isinstance(task, LanguageModelingTask):
+            raise DefineConfigError(
+                f"{args.arch} is a translation model, but this command runs a language modeling task: "
+                "use fairseq-generate / fairseq-validate with translation data (or a --arch of the "
+                "language models: define_lstm_*, define_txl_*)"
+            )
         if args.encoder_embed_path or args.decoder_embed_path:
             raise DefineConfigError(
                 "--encoder-embed-path/--decoder-embed-path load m-dim pretrained embeddings, "

@@ -98,6 +98,15 @@ class TransformerXLLanguageModel(DefineLanguageModel):
     @classmethod
     def build_decoder(cls, cfg, dictionary):
         d = cfg.decoder_embed_dim
+        if cfg.mem_len < 0:
+            raise DefineConfigError(f"mem_len={cfg.mem_len}: give the memory length in tokens, or 0 for no memory")
+        if isinstance(cfg.tgt_len, int) and cfg.tgt_len < 1:
+            raise DefineConfigError(
+                f"tgt_len={cfg.tgt_len}: the segment length must be at least 1 token (leave it out "
+                "for --tokens-per-sample)"
+            )
+        if cfg.clamp_len < -1:
+            raise DefineConfigError(f"clamp_len={cfg.clamp_len}: give a distance in tokens, or -1 for no clamping")
         if d % 2:
             raise DefineConfigError(f"--decoder-embed-dim must be even (sinusoidal positions), got {d}")
         adaptive = adaptive_map(cfg, dictionary, d)

@@ -35,6 +35,7 @@ from typing import List, Optional
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from ..errors import UserError
+from .config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
 
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
     ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
@@ -247,6 +248,10 @@ def build_schedule(
         return DefineSchedule(transform, n, m, None, False, [], [], [], n, 1)
     _positive("define_expand_dim (k)", "--define-expand-dim", k)
     _positive("define_depth (N)", "--define-depth", N)
+    check_size("define_depth (N)", "--define-depth", N, MAX_DEFINE_DEPTH)
+    for name, flag, value in (("define_map_dim (n)", "--define-map-dim", n), ("define_expand_dim (k)", "--define-expand-dim", k),
+                              ("define_out_dim (m)", "--define-out-dim", m)):
+        check_size(name, flag, value, MAX_DEFINE_WIDTH)
     if k < n:
         raise DefineConfigError(
             f"define_expand_dim (k)={k} is smaller than define_map_dim (n)={n}: Expand must "
@@ -341,7 +346,11 @@ def schedule_from_config(cfg, out_dim: int, in_dim: Optional[int] = None) -> Def
     """Schedule for a config object with the ``define_*`` fields (argparse or dataclass);
     ``in_dim`` is the unit's input width when it differs from the map dim n (the
     Transformer-XL's unit reads the projected d_model-dim embedding, Table 2)."""
-    m = cfg.define_out_dim if getattr(cfg, "define_out_dim", None) else out_dim
+    m = getattr(cfg, "define_out_dim", None)
+    if m is not None:  # None: the model's embedding dim; 0 is not a width
+        _positive("define_out_dim (m)", "--define-out-dim (or leave it out for the model's embedding dim)", m)
+    else:
+        m = out_dim
     return build_schedule(
         map_dim=in_dim or cfg.define_map_dim,
         expand_dim=cfg.define_expand_dim,

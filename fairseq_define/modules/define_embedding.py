@@ -72,6 +72,11 @@ class DefineEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.num_embeddings = num_embeddings
         self.map_kind = "model" if map_layer is not None else str(cfg.define_map)
+        if getattr(cfg, "define_adaptive_cutoff", None) and self.map_kind != "adaptive":
+            raise DefineConfigError(
+                "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model "
+                "does not use: drop it (the language models' adaptive input takes --adaptive-cutoff)"
+            )
         if map_layer is not None:
             self.map = map_layer
             self.map_scale = map_scale

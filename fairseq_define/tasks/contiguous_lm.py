@@ -202,6 +202,11 @@ class ContiguousLMTask(LanguageModelingTask):
     def __init__(self, args, dictionary, output_dictionary=None, targets=None):
         super().__init__(args, dictionary, output_dictionary, targets)
         self.stream_decoder = None
+        if args.eval_context < -1:
+            raise UserError(
+                f"--eval-context {args.eval_context}: give the context in tokens, 0 for none, or -1 "
+                "(the default) for the model's memory span"
+            )
         self.model_memory_span = None
         self.model_segment_len = None
 

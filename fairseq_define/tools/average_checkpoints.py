@@ -14,7 +14,8 @@ import os
 import re
 import sys
 
-from ..errors import cli_error
+from ..errors import UserError, cli_error
+from ..output_files import check_output, save_checkpoint
 
 
 def last_checkpoints(directory, n, update_based=False):
@@ -49,11 +50,12 @@ def average(paths):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-average-checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
-    parser.add_argument("--output", required=True, help="averaged checkpoint to write")
+    parser.add_argument("--output", required=True, help="averaged checkpoint to write (must not exist, unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists (never one of the inputs)")
     parser.add_argument("--num-epoch-checkpoints", type=int, help="with a directory: the last N checkpointN.pt")
     parser.add_argument("--num-update-checkpoints", type=int, help="with a directory: the last N checkpoint_E_U.pt")
     args = parser.parse_args(argv)
-    from fairseq.checkpoint_utils import CheckpointLoadError, torch_persistent_save
+    from fairseq.checkpoint_utils import CheckpointLoadError
 
     try:
         paths = args.inputs
@@ -67,10 +69,11 @@ def main(argv=None) -> int:
                 raise ValueError(f"no such checkpoint: {p}")
         if os.path.abspath(args.output) in map(os.path.abspath, paths):
             raise ValueError(f"--output {args.output} is one of the inputs; write to a new file")
+        check_output(args.output, args.overwrite)  # before the work
         state = average(paths)
-    except (ValueError, CheckpointLoadError) as e:
+        save_checkpoint(state, args.output, overwrite=args.overwrite)
+    except (ValueError, UserError, CheckpointLoadError) as e:
         return cli_error(parser.prog, e)
-    torch_persistent_save(state, args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}: {', '.join(paths)}")
     return 0
 

@@ -43,7 +43,10 @@ def main(argv=None) -> int:
     units = sum(p.numel() for m in embeddings if m.unit is not None for p in m.unit.parameters())
     table_bytes = cache_define_tables(model)
     mark_cached_tables(state)
-    save_for_inference(state, model, args.output)
+    try:
+        save_for_inference(state, model, args.output)
+    except UserError as e:
+        return cli_error(prog, e)
     logger.info(
         "wrote %s: DeFINE units (%.2fM parameters) replaced by cached tables of %.2f MB",
         args.output, units / 1e6, table_bytes / 2**20,

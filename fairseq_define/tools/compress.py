@@ -72,7 +72,10 @@ def main(argv=None) -> int:
                                   refine_rounds=args.refine_rounds, seed=args.seed)
     if not reports:
         return cli_error(prog, f"{args.path} has no lookup tables to compress")
-    save_for_inference(state, model, args.output)
+    try:
+        save_for_inference(state, model, args.output)
+    except UserError as e:
+        return cli_error(prog, e)
     for r in reports:
         logger.info("%-45s [%d, %d]  %8.2f MB -> %6.2f MB  relative error %.4f", r["name"], *r["shape"],
                     r["before"] / 2**20, r["after"] / 2**20, r["error"])

@@ -1,9 +1,8 @@
 """Reading a trained checkpoint and writing an inference-only one, for the tools that
 rewrite a model's tables (fairseq-define-cache-tables, fairseq-define-compress)."""
 
-import os
-
 from ..errors import UserError
+from ..output_files import check_output, save_checkpoint
 
 
 def load_model(path: str, data=None):
@@ -25,14 +24,7 @@ def load_model_for_rewrite(path: str, output: str, data=None):
     """(the checkpoint as fairseq wrote it, its model); refuses to overwrite ``output``."""
     from fairseq import checkpoint_utils
 
-    if os.path.exists(output):
-        raise UserError(f"{output} exists; choose a new file name (nothing is overwritten)")
-    # checked before the work, which can take minutes (compression)
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder):
-        raise UserError(f"the folder of --output {output} does not exist; create it first")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"the folder of --output {output} is not writable; choose another")
+    check_output(output, flag=None)  # before the work, which can take minutes (compression)
     try:
         state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
     except checkpoint_utils.CheckpointLoadError as e:
@@ -52,9 +44,7 @@ def mark_cached_tables(state) -> None:
 def save_for_inference(state, model, output: str) -> None:
     """Write ``model``'s weights in ``state`` without what only training needs (the
     optimizer state refers to parameters that may be gone; the data iterator)."""
-    from fairseq import checkpoint_utils
-
     state["model"] = model.state_dict()
     state["last_optimizer_state"] = None
     state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
-    checkpoint_utils.torch_persistent_save(state, output)
+    save_checkpoint(state, output, flag=None)

@@ -26,7 +26,8 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, build_model
 
-from ..errors import cli_error
+from ..errors import UserError, cli_error
+from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
 from ..modules.define_config import DefineConfigError, build_schedule
 from ..modules.define_embedding import UNIT_TYPES
 from ..modules.define_unit import DefineUnit
@@ -48,9 +49,14 @@ def dictionary_of_size(size: int) -> Dictionary:
     d = Dictionary()
     if size < len(d) + 1:
         raise DefineConfigError(f"--vocab-size must be larger than {len(d)} (the special symbols), got {size}")
+    check_size("the vocabulary size", "--vocab-size / --tgt-vocab-size", size, MAX_VOCAB_SIZE)
     for i in range(size - len(d)):
         d.add_symbol(f"tok{i}")
     return d
+
+
+def is_translation_arch(arch: str) -> bool:
+    return issubclass(ARCH_MODEL_REGISTRY[arch], FairseqEncoderDecoderModel)
 
 
 def build_arch(arch: str, src_vocab: int, tgt_vocab: Optional[int] = None, extra: Sequence[str] = ()):
@@ -61,7 +67,7 @@ def build_arch(arch: str, src_vocab: int, tgt_vocab: Optional[int] = None, extra
             + ", ".join(sorted(a for a in ARCH_MODEL_REGISTRY if a.startswith("define")))
         )
     model_cls = ARCH_MODEL_REGISTRY[arch]
-    is_seq2seq = issubclass(model_cls, FairseqEncoderDecoderModel)
+    is_seq2seq = is_translation_arch(arch)
     task = "translation" if is_seq2seq else "language_modeling"
     parser = options.get_training_parser(default_task=task)
     args = options.parse_args_and_arch(
@@ -121,6 +127,15 @@ def define_units(model) -> List[nn.Module]:
 
 
 def report_arch(arch, src_vocab, tgt_vocab=None, extra=(), baseline=None) -> dict:
+    if baseline and baseline in ARCH_MODEL_REGISTRY and is_translation_arch(baseline) != is_translation_arch(arch):
+        kind = {True: "a translation model", False: "a language model"}
+        raise DefineConfigError(
+            f"--baseline {baseline} is {kind[is_translation_arch(baseline)]} but --arch {arch} is "
+            f"{kind[is_translation_arch(arch)]}: compare with a baseline of the same kind (e.g. "
+            f"{'transformer' if is_translation_arch(arch) else 'transformer_lm'})"
+        )
+    if baseline and baseline not in ARCH_MODEL_REGISTRY:
+        build_arch(baseline, src_vocab)  # its unknown-architecture error, before the work
     model, args = build_arch(arch, src_vocab, tgt_vocab, extra)
     counts = parameter_distribution(model)
     print(format_distribution(counts, arch))
@@ -351,6 +366,12 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if not args.arch and not args.paper_table:
         parser.error("give --arch ARCH or --paper-table TABLE")
+    if args.paper_table:
+        ignored = [f for f, v in (("--arch", args.arch), ("--baseline", args.baseline),
+                                  ("--tgt-vocab-size", args.tgt_vocab_size)) if v] + list(extra)
+        if ignored:
+            return cli_error(parser.prog, f"--paper-table {args.paper_table} prints the paper's fixed settings and "
+                                          f"ignores {' '.join(ignored)}: drop them, or run --arch without --paper-table")
     try:
         if args.paper_table == "2":
             table_2()
@@ -364,7 +385,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
             lstm_table(args.paper_table)
         if args.arch:
             report_arch(args.arch, args.vocab_size, args.tgt_vocab_size, extra, args.baseline)
-    except DefineConfigError as e:
+    except UserError as e:
         return cli_error(parser.prog, e)
     return 0
 

@@ -21,11 +21,11 @@ import math
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import UserError, cli_error
+from ..output_files import atomic_write, write_text
 from .paper_tables import TABLES, Row, Table
 
 logger = logging.getLogger("fairseq_define.results")
@@ -227,23 +227,6 @@ def parse_metric(text: str) -> Tuple[str, float]:
     return name, number
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and os.replace: readers see the
-    old file or the new one, never a partial one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def build_result(table_id: str, row_id: str, run_dir: str, mode: str = "small", arch: Optional[str] = None,
                  metrics: Sequence[str] = ()) -> dict:
     """The contents of RUN_DIR/result.json; ``metrics`` are NAME=VALUE strings."""
@@ -286,7 +269,7 @@ def record(table_id, row_id, run_dir, mode="small", arch=None, metrics=()) -> st
     """Write RUN_DIR/result.json atomically; returns its path."""
     result = build_result(table_id, row_id, run_dir, mode, arch, metrics)
     path = os.path.join(run_dir, RESULT_FILE)
-    atomic_write_text(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
+    write_text(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -376,9 +359,12 @@ def _figure(width_inches: float, height_inches: float):
 def _save(fig, output: str) -> None:
     directory = os.path.dirname(os.path.abspath(output))
     os.makedirs(directory, exist_ok=True)
+    ext = os.path.splitext(output)[1].lstrip(".").lower()
+    if ext not in fig.canvas.get_supported_filetypes():
+        raise UserError(f"cannot write {output}: unknown image type '{ext}'; use a .png, .pdf or .svg file name")
     try:
-        fig.savefig(output, dpi=DPI)
-    except ValueError as e:  # unknown file extension
+        atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format=ext), overwrite=True)
+    except ValueError as e:
         raise UserError(f"cannot write {output}: {e}; use a .png, .pdf or .svg file name") from None
 
 
@@ -577,7 +563,7 @@ def cmd_record(args) -> None:
 def cmd_table(args) -> None:
     text = markdown_table(args.table, args.workdir)
     if args.output:
-        atomic_write_text(args.output, text)
+        write_text(args.output, text)
     print(text, end="")
 
 

@@ -98,8 +98,10 @@ def main(argv=None) -> int:
         checkpoint_pickle_globals,
         resolve_checkpoint_global,
         safe_torch_load,
-        torch_persistent_save,
     )
+
+    from ..errors import UserError
+    from ..output_files import save_checkpoint
 
     try:
         needed = checkpoint_pickle_globals(args.source)
@@ -125,7 +127,10 @@ def main(argv=None) -> int:
         return cli_error(prog, f"cannot convert {args.source}: {type(e).__name__}: {e}")
     plain = to_plain(state)
     os.makedirs(os.path.dirname(os.path.abspath(args.dest)), exist_ok=True)
-    torch_persistent_save(plain, args.dest)
+    try:
+        save_checkpoint(plain, args.dest, flag=None)
+    except UserError as e:
+        return cli_error(prog, e)
     try:
         safe_torch_load(args.dest, map_location="cpu")
     except CheckpointLoadError as e:
