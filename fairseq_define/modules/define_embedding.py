@@ -8,8 +8,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput, FairseqDropout
 
-from .define_config import DefineConfigError, parse_int_list, schedule_from_config
+from .define_config import DefineConfig, DefineConfigError, parse_int_list, schedule_from_config
 from .define_unit import DefineUnit
+from .unit_grad_scale import scale_unit_gradients
 
 
 def map_embedding(num_embeddings, dim, padding_idx):
@@ -75,6 +76,8 @@ class DefineEmbedding(nn.Module):
                 bias=not cfg.define_no_bias,
                 dropout=cfg.define_dropout,
             )
+            if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
+                scale_unit_gradients(self.unit, getattr(cfg, "define_unit_grad_scale", DefineConfig.define_unit_grad_scale))
             self.cached_table = None
 
     @property
