@@ -23,10 +23,10 @@ COLLAPSED = 0.9  # mean pairwise cosine; the unit reaches 0.98-0.99 without the 
 
 @pytest.fixture(scope="module")
 def ptb_stream(shared_data):
-    """The first 2000 lines of PTB's training text as one stream, with a frequency-sorted
+    """The first 1000 lines of PTB's training text as one stream, with a frequency-sorted
     dictionary (as fairseq-preprocess builds it)."""
     with open(shared_data / "ptb" / "ptb.train.txt", encoding="utf-8") as f:
-        lines = [line.split() + ["</s>"] for _, line in zip(range(2000), f)]
+        lines = [line.split() + ["</s>"] for _, line in zip(range(1000), f)]
     counts = Counter(w for line in lines for w in line if w != "</s>")
     d = Dictionary()
     for w, c in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0])):
@@ -40,7 +40,7 @@ def mean_pairwise_cosine(x):
     return ((c.sum() - c.diagonal().sum()) / (x.size(0) * (x.size(0) - 1))).item()
 
 
-def sgd_cosines(d, stream, steps=30, **overrides):
+def sgd_cosines(d, stream, steps=20, **overrides):
     """AWD-LSTM's loss and optimizer on a small DeFINE LSTM; the unit outputs' mean
     pairwise cosine over the TOP most frequent words every 10 updates."""
     torch.manual_seed(0)
