@@ -8,9 +8,9 @@
 #              epochs), about a day. Small: 2 CPU cores, 300 Adam updates a row of 20 x 35
 #              tokens, 2 LSTM layers of 256, evaluated on the first 600 lines of valid/test.
 #   Paper:     AWD-LSTM 61.2 / 58.8 (24M), AWD-LSTM + DeFINE 56.5 / 54.2 (20M), val / test ppl.
-#   Expected:  full: AWD-LSTM near 60 / 58. With DeFINE our unit collapses at NT-ASGD's lr 30
-#              in our runs so far (README, "PTB"): expect to lower --lr (-- --lr 10) and
-#              report what it gives. Small: pipeline check.
+#   Expected:  full: AWD-LSTM near 60 / 58. With DeFINE, NT-ASGD's lr 30 needs the unit's
+#              gradient scale (--define-unit-grad-scale, default 0.01; docs/stability.md),
+#              without which the unit collapses. Small: pipeline check.
 #   Output:    WORKDIR/results.md, WORKDIR/valid_curves.png, WORKDIR/<row>/.
 set -euo pipefail
 TABLE=1c SMALL_UPDATES=300 SMALL_MINUTES=4

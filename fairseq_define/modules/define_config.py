@@ -148,6 +148,16 @@ class DefineConfig(FairseqDataclass):
     define_adaptive_factor: float = field(
         default=4.0, metadata={"help": "adaptive map: width divisor between bands"}
     )
+    define_unit_grad_scale: float = field(
+        default=0.01,
+        metadata={
+            "help": "multiply the gradients of the unit's parameters (Expand, Reduce, their "
+            "norms; not the map, not the projective baseline) by this factor: under SGD a "
+            "learning-rate multiplier for the unit, without which AWD-LSTM's SGD at lr 30 "
+            "collapses every token's output onto one vector; Adam is invariant to it "
+            "(docs/stability.md). 1: no scaling"
+        },
+    )
     define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(
         default="unique",
         metadata={

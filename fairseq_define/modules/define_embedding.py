@@ -10,10 +10,11 @@ from fairseq.modules import AdaptiveInput, FairseqDropout
 
 from .adaptive_io import band_scaled_forward
 from .awd_regularization import locked_dropout
-from .define_config import DEFAULT_DEFINE_STYLE, DefineConfigError, parse_int_list, schedule_from_config
+from .define_config import DEFAULT_DEFINE_STYLE, DefineConfig, DefineConfigError, parse_int_list, schedule_from_config
 from .define_schedule_authors import authors_schedule_from_config, check_authors_settings
 from .define_unit import DefineUnit
 from .define_unit_authors import AuthorsDefineUnit
+from .unit_grad_scale import scale_unit_gradients
 
 # every module class that is a DeFINE unit (the parameter report counts them as DeFINE)
 UNIT_TYPES = (DefineUnit, AuthorsDefineUnit)
@@ -110,6 +111,8 @@ class DefineEmbedding(nn.Module):
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
             self.unit = build_unit(cfg, self.schedule)
+            if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
+                scale_unit_gradients(self.unit, getattr(cfg, "define_unit_grad_scale", DefineConfig.define_unit_grad_scale))
             self.cached_table = None
 
     @property
