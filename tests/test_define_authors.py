@@ -344,7 +344,8 @@ def test_authors_map_dropout_is_one_mask_per_sequence():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
     torch.manual_seed(0)
-    kw = dict(define_style=style, define_max_groups=None, define_map=map_kind, define_adaptive_cutoff="20")
+    kw = dict(define_style=style, define_max_groups=None, define_map=map_kind,
+              define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
     plain = DefineEmbedding(define_cfg(define_token_path="plain", **kw), 40, 1, 32)
     unique = DefineEmbedding(define_cfg(define_token_path="unique", **kw), 40, 1, 32)
     unique.load_state_dict(plain.state_dict())
@@ -367,7 +368,8 @@ def test_unique_path_is_skipped_when_the_authors_unit_drops_out():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_authors_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(authors_cfg(define_map=map_kind, define_adaptive_cutoff="20"), 40, 1, 32).eval()
+    cutoff = "20" if map_kind == "adaptive" else None
+    emb = DefineEmbedding(authors_cfg(define_map=map_kind, define_adaptive_cutoff=cutoff), 40, 1, 32).eval()
     live = emb(TOKENS)
     cache_define_tables(emb)
     assert emb.unit is None
