@@ -52,6 +52,16 @@ def full_scores(model, tokens):
     return lp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def target_scores(model, tokens):
+    """As ``full_scores``, through the adaptive softmax's ``target_log_prob`` (the path the
+    training criterion takes) instead of the full distribution: [L]."""
+    eos = model.decoder.dictionary.eos()
+    src = torch.cat([torch.tensor([eos]), tokens[:-1]])[None]  # [1, L]
+    with torch.no_grad():
+        features = model.decoder(src)[0][0]  # [L, d]
+        return model.decoder.adaptive_softmax.target_log_prob(features, tokens)
+
+
 def greedy(model, prefix, max_len):
     """Greedy continuation by full forward passes, with SequenceGenerator's rules: no pad,
     eos forced at max_len; returns the tokens after eos-as-bos, eos included."""
