@@ -194,7 +194,7 @@ def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
     """torchrun with 2 gloo processes x 4 streams = one process with 8 streams: the same rows,
     the same losses (memory carried in each process)."""
     from .conftest import BIN
-    from .test_distributed_cpu import free_port, losses
+    from .test_distributed_cpu import assert_same_model, free_port, losses
 
     common = [wt2_bin, *TXL, "--dropout", "0", "--max-update", "5", "--log-interval", "1",
               "--disable-validation", "--ddp-backend", "legacy_ddp"]
@@ -206,3 +206,4 @@ def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
     assert sorted(d) == sorted(s) == [1, 2, 3, 4, 5]
     for u in d:
         assert abs(d[u] - s[u]) <= 1e-3, (u, d[u], s[u])
+    assert_same_model(tmp_path / "d", tmp_path / "s")  # every parameter within 1e-4
