@@ -34,7 +34,7 @@ def assert_png(path, min_std=0.02):
 @pytest.fixture(scope="module")
 def nmt_run(tmp_path_factory, shared_data):
     work = tmp_path_factory.mktemp("table3")
-    out = recipe("table3_transformer_wmt14.sh", "--small", "--updates", "24", "--max-eval-lines", "40",
+    out = recipe("table3_transformer_wmt14.sh", "--small", "--updates", "24", "--minutes", "60", "--max-eval-lines", "40",
                  "--workdir", work / "runs", "--data-root", work / "data").stdout
     return work, out
 
@@ -93,7 +93,8 @@ def test_nmt_recipe_writes_the_results_table_and_curves(nmt_run):
 @pytest.fixture(scope="module")
 def lm_run(tmp_path_factory, shared_data):
     work = tmp_path_factory.mktemp("table1c")
-    args = ("--small", "--updates", "30", "--max-eval-lines", "150", "--workdir", work / "runs",
+    # --minutes: the small mode's time cap would cut the 30 updates short on a loaded machine
+    args = ("--small", "--updates", "30", "--minutes", "60", "--max-eval-lines", "150", "--workdir", work / "runs",
             "--data-root", work / "data")
     out = recipe("table1c_awd_lstm_ptb.sh", *args).stdout
     return work, args, out
