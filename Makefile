@@ -8,13 +8,17 @@ STAMP := $(VENV)/.installed
 export PIP_CONSTRAINT := $(abspath constraints.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test setup check recipes-small fairseq-tests clean-venv
+.PHONY: demo test test-fast setup check recipes-small fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
 
 test: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+# the in-process unit tests only (no fairseq CLI, no recipe): the inner loop (docs/testing.md)
+test-fast: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not cli" $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

@@ -15,6 +15,22 @@ SHARED_DATA = Path(os.environ.get("FAIRSEQ_DEFINE_SHARED_DATA", ROOT.parent / "s
 BIN = Path(sys.executable).parent  # the CLIs of the environment running the tests
 
 
+# Tests that start fairseq's command-line tools or a recipe (directly or through a fixture
+# that trains a checkpoint) are marked ``cli``; ``make test-fast`` (pytest -m "not cli")
+# leaves them out and runs the in-process unit tests.
+CLI_MODULES = {
+    "test_bad_input", "test_cached_tables", "test_checkpoint_safety", "test_cli_end_to_end", "test_crash_safe",
+    "test_distributed_cpu", "test_lstm_cli", "test_recipes", "test_txl_cli",
+}
+CLI_FIXTURES = {"wmt_bin", "trained", "lm_checkpoints"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in CLI_MODULES or CLI_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.cli)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "README.md").is_file():

@@ -16,12 +16,18 @@ def test_generate_and_score(wmt_bin, trained):
     hyps = dict(re.findall(r"^H-(\d+)\t[-0-9.e]+\t(.*)$", gen.stdout, re.M))
     refs = dict(re.findall(r"^T-(\d+)\t(.*)$", gen.stdout, re.M))
     assert len(hyps) == len(refs) == 40
-    assert re.search(r"BLEU4 = [0-9.]+", gen.stdout)
+    sys_lines, ref_lines = [hyps[k] for k in sorted(hyps, key=int)], [refs[k] for k in sorted(refs, key=int)]
+    # generate's BLEU4 is corpus BLEU-4 over the printed (BPE-removed) words: recomputed here
+    import sacrebleu
+
+    bleu4 = float(re.search(r"BLEU4 = ([0-9.]+)", gen.stdout).group(1))
+    assert abs(bleu4 - sacrebleu.corpus_bleu(sys_lines, [ref_lines], tokenize="none").score) <= 0.01
     sys_file, ref_file = wmt_bin / "sys.txt", wmt_bin / "ref.txt"
-    sys_file.write_text("".join(hyps[k] + "\n" for k in sorted(hyps, key=int)), encoding="utf-8")
-    ref_file.write_text("".join(refs[k] + "\n" for k in sorted(refs, key=int)), encoding="utf-8")
+    sys_file.write_text("".join(line + "\n" for line in sys_lines), encoding="utf-8")
+    ref_file.write_text("".join(line + "\n" for line in ref_lines), encoding="utf-8")
     score = run_cli("fairseq-score", "--sys", sys_file, "--ref", ref_file, "--sacrebleu")
-    assert re.search(r"BLEU = [0-9.]+", score.stdout)
+    got = float(re.search(r"BLEU = ([0-9.]+)", score.stdout).group(1))
+    assert abs(got - sacrebleu.corpus_bleu(sys_lines, [ref_lines]).score) <= 0.01
 
 
 def test_interactive_and_validate(wmt_bin, trained):
@@ -74,15 +80,18 @@ def test_language_model_cli_and_eval_lm(shared_data, tmp_path):
     head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 100)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",
             tmp_path / "valid.txt", "--destdir", tmp_path / "bin", "--workers", "1")
-    run_cli("fairseq-train", tmp_path / "bin", "--task", "language_modeling", "--arch", "transformer_lm",
-            "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
-            "--decoder-attention-heads", "2", "--decoder-input-dim", "32", "--decoder-output-dim", "32",
-            "--optimizer", "adam", "--lr", "1e-3", "--tokens-per-sample", "64", "--sample-break-mode", "eos",
-            "--max-tokens", "1024", "--max-update", "5", "--save-dir", tmp_path / "ck", "--cpu",
-            "--no-epoch-checkpoints")
+    train = run_cli("fairseq-train", tmp_path / "bin", "--task", "language_modeling", "--arch", "transformer_lm",
+                    "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+                    "--decoder-attention-heads", "2", "--decoder-input-dim", "32", "--decoder-output-dim", "32",
+                    "--optimizer", "adam", "--lr", "1e-3", "--tokens-per-sample", "64", "--sample-break-mode", "eos",
+                    "--max-tokens", "1024", "--max-update", "5", "--save-dir", tmp_path / "ck", "--cpu",
+                    "--no-epoch-checkpoints", "--log-format", "simple").stdout
     out = run_cli("fairseq-eval-lm", tmp_path / "bin", "--path", tmp_path / "ck" / "checkpoint_last.pt",
-                  "--gen-subset", "valid", "--max-tokens", "1024", "--sample-break-mode", "eos", "--cpu")
-    assert re.search(r"Perplexity: [0-9.]+", out.stdout)
+                  "--gen-subset", "valid", "--max-tokens", "1024", "--sample-break-mode", "eos", "--cpu").stdout
+    # the same sentences and tokens as training's final validation (base 2, 3 decimals there)
+    loss = float(re.search(r"Loss \(base 2\): ([0-9.]+)", out).group(1))
+    assert abs(loss - float(re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", train)[-1])) <= 2e-3
+    assert abs(float(re.search(r"Perplexity: ([0-9.]+)", out).group(1)) - 2 ** loss) <= 0.01 * 2 ** loss
 
 
 def test_hub_interface_translates(wmt_bin, trained):

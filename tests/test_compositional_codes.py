@@ -111,8 +111,10 @@ def test_compressed_model_saves_loads_and_ties_its_output_to_the_decoded_table(k
     fresh.load_state_dict(model.state_dict(), strict=True)
     with torch.no_grad():
         torch.testing.assert_close(fresh.get_normalized_probs(fresh(tokens), log_probs=True), lprobs)
-        tables[0].codebooks.add_(0.5)
-        assert not torch.allclose(model.get_normalized_probs(model(tokens), log_probs=True), lprobs)
+        # the output layer alone: the same features, scored again after the codebooks change
+        for table in tables:
+            table.codebooks.add_(0.5 * torch.randn_like(table.codebooks))  # a shift alone cancels in a band
+        assert not torch.allclose(model.get_normalized_probs((x, extra), log_probs=True), lprobs, atol=1e-3)
 
 
 def test_define_transformer_output_projection_follows_the_compressed_map():

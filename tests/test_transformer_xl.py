@@ -60,6 +60,8 @@ def test_relative_attention_matches_naive(M, clamp):
     out = attn(x, pos, u, v, mask, mem if M else None)
 
     # naive: for each query i and key j, the embedding of the distance (M + i) - j
+    from .test_transformer_xl_reference import sinusoid
+
     keys = torch.cat([mem, x], 1)
     q, k, val = attn.qkv(keys).chunk(3, -1)
     q, k, val = q[:, -T:].view(B, T, H, D), k.view(B, K, H, D), val.view(B, K, H, D)
@@ -68,7 +70,7 @@ def test_relative_attention_matches_naive(M, clamp):
         scores = torch.full((B, H, K), -float("inf"))
         for j in range(M + i + 1):
             dist = M + i - j
-            r = relative_positions(dist + 1, d, clamp, x.device, x.dtype)[0]  # distance dist
+            r = sinusoid(min(dist, clamp) if clamp > 0 else dist, d).to(x.dtype)  # written independently
             r = attn.pos_proj(r).view(H, D)
             scores[:, :, j] = ((q[:, i] + u) * k[:, j]).sum(-1) + ((q[:, i] + v) * r).sum(-1)
         p = torch.softmax(scores * D**-0.5, -1)  # [B, H, K]
@@ -105,7 +107,7 @@ def one_pass_features(model, tokens, mask):
     return x
 
 
-@pytest.mark.parametrize("mem_len", [4, 6, 12])
+@pytest.mark.parametrize("mem_len", [2, 4, 6, 12])  # 2: a memory shorter than the segment
 @pytest.mark.parametrize("define", [False, True])
 def test_segments_with_memory_equal_one_pass(mem_len, define):
     torch.manual_seed(1)

@@ -58,6 +58,19 @@ class ProjectedAdaptiveInput(AdaptiveInput):
                 band[1] = nn.Identity()
         self.band_dims = [band[0].embedding_dim for band in self.embeddings]
 
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """fairseq's adaptive input, with each band's vectors cast to the result's dtype: under
+        autocast the projected bands come out in the autocast dtype (and unprojected ones in
+        the table's), which the float32 result would refuse."""
+        result = self._float_tensor.new(input.shape + (self.embedding_dim,))  # [*, d]
+        lower = 0
+        for band, upper in enumerate(self.cutoff):
+            mask = input.ge(lower) & input.lt(upper)
+            if mask.any():
+                result[mask] = self.embeddings[band](input[mask] - lower).to(result.dtype)
+            lower = upper
+        return result
+
     def weights_for_band(self, band: int):
         """(table [size, n_i], projection [d_model, n_i] or None)."""
         proj = self.embeddings[band][1]

@@ -1,0 +1,113 @@
+"""fairseq-define-params (in process): the LSTM tables 6, 7, 8 (every column), Table 3, the
+``--arch`` report and ``--baseline``, against counts made here independently: closed forms
+for the Transformer and the unit, sums over the built model's parameters by name, and the
+paper's numbers as paper_tables.py holds them."""
+
+import re
+
+import pytest
+
+from fairseq_define.tools import paper_tables
+from fairseq_define.tools.params import LSTM_TABLES, WT103_VOCAB, build_arch, cli_main
+
+CELL = r"([0-9.]+) \(([0-9.]+|-)\)"  # "ours (paper)"
+
+
+def run(capsys, *argv):
+    assert cli_main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def table_rows(out, rows):
+    """{row name: [(ours, paper or None)] x (DeFINE, context, input-output, total)}."""
+    parsed = {}
+    for name, *_ in rows:
+        line = next(l for l in out.splitlines() if l.startswith(name + " "))
+        cells = re.findall(CELL, line)
+        assert len(cells) == 4, line
+        parsed[name] = [(float(o), None if p == "-" else float(p)) for o, p in cells]
+    return parsed
+
+
+def transformer_closed_form(V, d, f, enc_layers, dec_layers, embeddings=3):
+    """fairseq's post-norm Transformer with sinusoidal positions: attention 4(d^2 + d),
+    feed-forward 2df + f + d, 2 (encoder) or 3 (decoder) LayerNorms of 2d, and ``embeddings``
+    V x d tables (source, target, output projection)."""
+    attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
+    return enc_layers * (attn + ffn + 2 * ln) + dec_layers * (2 * attn + ffn + 3 * ln) + embeddings * V * d
+
+
+PAPER_TABLES = {"1a": paper_tables.TABLE_1A, "6": paper_tables.TABLE_6, "7": paper_tables.TABLE_7,
+                "8": paper_tables.TABLE_8}
+
+
+@pytest.mark.parametrize("table", ["6", "7", "8"])
+def test_lstm_table_columns(capsys, table):
+    _, rows = LSTM_TABLES[table]
+    parsed = table_rows(run(capsys, "--paper-table", table), rows)
+    paper_by_arch = {r.arch: r.paper["params"] for r in PAPER_TABLES[table].rows}
+    for name, arch, *_ in rows:
+        (define, p_define), (context, p_context), (io, p_io), (total, p_total) = parsed[name]
+        # the paper's total is the one paper_tables.py holds for the same architecture
+        assert p_total == paper_by_arch[arch], name
+        # context model and input-output reproduce the paper exactly (2 decimals)
+        if p_context is not None:
+            assert (context, io) == (p_context, p_io), name
+        model, _ = build_arch(arch, WT103_VOCAB)
+        named = dict(model.named_parameters())
+        unit = sum(p.numel() for k, p in named.items() if ".unit." in k) / 1e6
+        assert abs(define - unit) <= 0.005, (name, define, unit)
+        assert abs(total - sum(p.numel() for p in named.values()) / 1e6) <= 0.005, name
+        assert abs(total - (define + context + io)) <= 0.015, name  # each rounded to 0.01
+        if name in ("Linear", "GLT", "GLT + Shuffle"):  # g_max does not matter here
+            # within the unit's biases and LayerNorms, which the paper's count leaves out (6a)
+            assert abs(total - p_total) <= 0.02 + 1e-9, (name, total, p_total)
+
+
+def test_table_6a_linear_and_glt_stacks_equal_the_paper(capsys):
+    out = run(capsys, "--paper-table", "6a")
+    for name in ("Linear", "GLT", "GLT + Shuffle"):
+        line = next(l for l in out.splitlines() if l.startswith(name + " "))
+        ours, paper = re.search(r"([0-9.]+)M\s+([0-9.]+)M", line).groups()
+        assert ours == paper, line
+
+
+def test_table_3_totals_and_ratio(capsys):
+    out = run(capsys, "--paper-table", "3")
+    totals = dict(re.findall(r"^(\S+): DeFINE .* total ([0-9.]+)M$", out, re.M))
+    base = transformer_closed_form(32000, 512, 2048, 6, 6)
+    assert float(totals["transformer_wmt_en_de"]) == round(base / 1e6, 2)  # 93.29M
+    model, _ = build_arch("define_transformer_wmt_en_de", 32000)
+    # fairseq's encoder layers also hold never-trained fast-path copies (fc1_weight,
+    # in_proj_weight, ...); the count leaves them out
+    ours = sum(p.numel() for k, p in model.named_parameters() if k.split(".")[-1] in ("weight", "bias"))
+    assert float(totals["define_transformer_wmt_en_de"]) == round(ours / 1e6, 2)
+    ratio = float(re.search(r"ratio define_transformer_wmt_en_de / transformer_wmt_en_de = ([0-9.]+)", out).group(1))
+    assert ratio == round(ours / base, 3)
+
+
+def unit_closed_form(describe):
+    """Parameters of a unit from its printed schedule "Expand a->b/gG ..., Reduce c->m/gR":
+    weights in*out/g, a bias and a LayerNorm (2 per feature) after each Expand layer, a bias
+    on Reduce."""
+    total = 0
+    for i, o, g in re.findall(r"(\d+)->(\d+)/g(\d+)", describe.split("Reduce")[0]):
+        total += int(i) * int(o) // int(g) + 3 * int(o)
+    i, m, g = map(int, re.search(r"Reduce (\d+)->(\d+)/g(\d+)", describe).groups())
+    return total + i * m // g + m
+
+
+def test_arch_report_with_a_baseline(capsys):
+    out = run(capsys, "--arch", "define_transformer_tiny", "--vocab-size", "8000", "--define-map-dim", "64",
+              "--baseline", "transformer")
+    units = re.findall(r"^  unit ([0-9.]+)M: (.*)$", out, re.M)
+    assert len(units) == 2  # encoder and decoder
+    for size, describe in units:
+        assert "Expand 64->" in describe  # the extra flag reached the architecture
+        assert float(size) == round(unit_closed_form(describe) / 1e6, 3)
+    ours = float(re.search(r"^define_transformer_tiny: DeFINE ([0-9.]+)M .* total ([0-9.]+)M$", out, re.M).group(2))
+    base = float(re.search(r"^transformer \(same sizes\): .* total ([0-9.]+)M$", out, re.M).group(1))
+    # fairseq's transformer at the tiny sizes (d=128, inner 512, 3+3 layers), three 8000 x 128 tables
+    assert base == round(transformer_closed_form(8000, 128, 512, 3, 3) / 1e6, 2)
+    ratio = float(re.search(r"ratio define_transformer_tiny / transformer = ([0-9.]+)", out).group(1))
+    assert abs(ratio - ours / base) <= 0.005
