@@ -389,7 +389,7 @@ def main(args):
 # fairseq/utils.py gets a parser that computes what eval gave for plain data and refuses the
 # rest; the eval_str_* helpers use it, and every other module that calls eval() on a config
 # value (or a data file's line) binds the name ``eval`` to it (one import line, so no call
-# site in the module is missed). docs/checkpoints_and_security.md lists the sites.
+# site in the module is missed). docs/checkpoints.md lists the sites.
 _CONFIG_LITERAL_HELPER = """
 
 class ConfigLiteralError(ValueError):

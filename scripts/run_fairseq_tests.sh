@@ -8,7 +8,7 @@
 # holds fairseq/, fairseq_cli/ and fairseq/examples/ only), so the tests come from the
 # v0.12.2 tag's archive on GitHub. They are unpacked into a temporary folder, never into this
 # repository, and run from a folder that holds only tests/ and examples/, so `import fairseq`
-# finds the installed, patched package. docs/checkpoints_and_security.md lists the subset and
+# finds the installed, patched package. docs/checkpoints.md lists the subset and
 # why the rest is left out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
