@@ -74,16 +74,22 @@ def test_table_6a_linear_and_glt_stacks_equal_the_paper(capsys):
 
 def test_table_3_totals_and_ratio(capsys):
     out = run(capsys, "--paper-table", "3")
-    totals = dict(re.findall(r"^(\S+): DeFINE .* total ([0-9.]+)M$", out, re.M))
+    lines = re.findall(r"^(\S+): DeFINE .* total ([0-9.]+)M$", out, re.M)
+    totals = dict(lines[:1])  # the baseline
     base = transformer_closed_form(32000, 512, 2048, 6, 6)
     assert float(totals["transformer_wmt_en_de"]) == round(base / 1e6, 2)  # 93.29M
-    model, _ = build_arch("define_transformer_wmt_en_de", 32000)
-    # fairseq's encoder layers also hold never-trained fast-path copies (fc1_weight,
-    # in_proj_weight, ...); the count leaves them out
-    ours = sum(p.numel() for k, p in model.named_parameters() if k.split(".")[-1] in ("weight", "bias"))
-    assert float(totals["define_transformer_wmt_en_de"]) == round(ours / 1e6, 2)
-    ratio = float(re.search(r"ratio define_transformer_wmt_en_de / transformer_wmt_en_de = ([0-9.]+)", out).group(1))
-    assert ratio == round(ours / base, 3)
+    # then the DeFINE model with the paper's unit and with the authors' unit, in that order
+    assert [name for name, _ in lines[1:]] == ["define_transformer_wmt_en_de"] * 2
+    for (_, total), style in zip(lines[1:], ("paper", "authors")):
+        model, _ = build_arch("define_transformer_wmt_en_de", 32000, None, ["--define-style", style])
+        # fairseq's encoder layers also hold never-trained fast-path copies (fc1_weight,
+        # in_proj_weight, ...); the count leaves them out
+        ours = sum(p.numel() for k, p in model.named_parameters() if k.split(".")[-1] in ("weight", "bias"))
+        assert float(total) == round(ours / 1e6, 2), style
+        ratio = float(re.search(
+            rf"ratio define_transformer_wmt_en_de \({style} unit\) / transformer_wmt_en_de = ([0-9.]+)", out
+        ).group(1))
+        assert ratio == round(ours / base, 3), style
 
 
 def unit_closed_form(describe):
