@@ -472,3 +472,9 @@ def test_nmt_authors_style_generates_the_same_with_cached_tables(wmt_bin, author
     hub = DefineTransformerModel.from_pretrained(str(authors_nmt), "checkpoint_last.pt",
                                                  data_name_or_path=str(wmt_bin / "bin"), define_cache_on_load=True)
     assert isinstance(hub.translate("the house"), str)
+
+
+def test_define_out_dim_zero_is_refused_in_both_styles():
+    for style in ("paper", "authors"):
+        with pytest.raises(DefineConfigError, match=r"define_out_dim \(m\) must be a positive integer, got 0"):
+            DefineEmbedding(define_cfg(define_style=style, define_max_groups=None, define_out_dim=0), 40, 1, 32)

@@ -352,20 +352,25 @@ def parse_int_list(value: Optional[str], flag: str) -> Optional[List[int]]:
         ) from None
 
 
+def unit_out_dim(cfg, out_dim: int) -> int:
+    """m: ``--define-out-dim`` when set, else the model's embedding dim ``out_dim`` (both
+    styles; 0 is refused, not read as unset)."""
+    m = getattr(cfg, "define_out_dim", None)
+    if m is None:
+        return out_dim
+    _positive("define_out_dim (m)", "--define-out-dim (or leave it out for the model's embedding dim)", m)
+    return m
+
+
 def schedule_from_config(cfg, out_dim: int, in_dim: Optional[int] = None) -> DefineSchedule:
     """Schedule for a config object with the ``define_*`` fields (argparse or dataclass);
     ``in_dim`` is the unit's input width when it differs from the map dim n (the
     Transformer-XL's unit reads the projected d_model-dim embedding, Table 2)."""
-    m = getattr(cfg, "define_out_dim", None)
-    if m is not None:  # None: the model's embedding dim; 0 is not a width
-        _positive("define_out_dim (m)", "--define-out-dim (or leave it out for the model's embedding dim)", m)
-    else:
-        m = out_dim
     return build_schedule(
         map_dim=in_dim or cfg.define_map_dim,
         expand_dim=cfg.define_expand_dim,
         depth=cfg.define_depth,
-        out_dim=m,
+        out_dim=unit_out_dim(cfg, out_dim),
         transform=cfg.define_transform,
         max_groups=cfg.define_max_groups,
         groups=parse_int_list(cfg.define_groups, "--define-groups"),

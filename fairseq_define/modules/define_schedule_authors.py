@@ -27,7 +27,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .define_config import DefineConfigError, _positive
+from .define_config import DefineConfigError, _positive, unit_out_dim
 
 # smallest group their code aims for: g_max = 2^ceil(log2(m // 32))
 MIN_FEATURES_PER_GROUP = 32
@@ -164,11 +164,10 @@ def check_authors_settings(cfg) -> None:
 
 def authors_schedule_from_config(cfg, out_dim: int, in_dim: Optional[int] = None) -> AuthorsSchedule:
     check_authors_settings(cfg)
-    m = cfg.define_out_dim if getattr(cfg, "define_out_dim", None) else out_dim
     return build_authors_schedule(
         map_dim=in_dim or cfg.define_map_dim,
         expand_dim=cfg.define_expand_dim,
         depth=cfg.define_depth,
-        out_dim=m,
+        out_dim=unit_out_dim(cfg, out_dim),
         max_groups=cfg.define_max_groups,
     )
