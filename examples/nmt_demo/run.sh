@@ -196,7 +196,8 @@ done
 step "6/7 score (sacreBLEU and chrF, detokenized, against the untokenized references)"
 declare -A BLEU CHRF COPY
 for split in "${TEST_SPLITS[@]}"; do
-  read -r BLEU[$split] CHRF[$split] < <(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$split.hyp.$TGT" -m bleu chrf -b -w 2 | tr '\n' ' ')
+  BLEU[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$split.hyp.$TGT" -m bleu -b -w 2)
+  CHRF[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$split.hyp.$TGT" -m chrf -b -w 2)
   COPY[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$RAW/$split.$SRC" -b -w 2)
 done
 
