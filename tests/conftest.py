@@ -83,6 +83,16 @@ def head(src, dst, start, count):
     dst.write_text("".join(lines), encoding="utf-8")
 
 
+def binarize_ptb_slice(d, shared_data, train_lines, valid_lines):
+    """The first lines of PTB's train and valid splits, binarized for a language model in
+    ``d / "bin"``; returns that folder."""
+    head(shared_data / "ptb" / "ptb.train.txt", d / "train.txt", 0, train_lines)
+    head(shared_data / "ptb" / "ptb.valid.txt", d / "valid.txt", 0, valid_lines)
+    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
+            "--destdir", d / "bin", "--workers", "1")
+    return d / "bin"
+
+
 @pytest.fixture(scope="session")
 def wmt_bin(tmp_path_factory, shared_data):
     """Tokenized WMT EN-DE (toy_ende_10k): joint BPE (subword-nmt), binarized."""

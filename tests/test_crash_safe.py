@@ -13,7 +13,7 @@ from fairseq.checkpoint_utils import safe_torch_load
 
 from fairseq_define.param_report import FASTPATH_COPIES
 
-from .conftest import BIN, TINY, USER_DIR, head, run_cli
+from .conftest import BIN, TINY, USER_DIR, binarize_ptb_slice, run_cli
 
 HERE = Path(__file__).parent
 
@@ -28,10 +28,7 @@ def nmt_args(wmt_bin, save_dir):
 @pytest.fixture(scope="module")
 def lm_bin(tmp_path_factory, shared_data):
     d = tmp_path_factory.mktemp("ptb")
-    head(shared_data / "ptb" / "ptb.train.txt", d / "train.txt", 0, 1500)
-    head(shared_data / "ptb" / "ptb.valid.txt", d / "valid.txt", 0, 100)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--destdir", d / "bin", "--workers", "1")
+    binarize_ptb_slice(d, shared_data, 1500, 100)
     return d
 
 

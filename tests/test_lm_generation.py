@@ -17,7 +17,7 @@ import torch
 from fairseq import search
 from fairseq.sequence_generator import SequenceGenerator
 
-from .conftest import USER_DIR, head, run_cli
+from .conftest import USER_DIR, binarize_ptb_slice, run_cli
 from .test_lstm_lm import tiny_lstm
 from .test_transformer_xl import tiny_model
 
@@ -153,10 +153,7 @@ ARCHS = {
 @pytest.fixture(scope="module")
 def lm_checkpoints(tmp_path_factory, shared_data):
     d = tmp_path_factory.mktemp("lm_gen")
-    head(shared_data / "ptb" / "ptb.train.txt", d / "train.txt", 0, 300)
-    head(shared_data / "ptb" / "ptb.valid.txt", d / "valid.txt", 0, 3)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--destdir", d / "bin", "--workers", "1")
+    binarize_ptb_slice(d, shared_data, 300, 3)
     for name, arch in ARCHS.items():
         run_cli("fairseq-train", d / "bin", *COMMON, *arch, "--save-dir", d / name)
     return d

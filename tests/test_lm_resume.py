@@ -16,7 +16,7 @@ from fairseq_define.models.define_lm import StreamStateMixin
 from fairseq_define.param_report import FASTPATH_COPIES
 from fairseq_define.tasks.contiguous_lm import ContiguousStreamDataset, StreamBatchIterator, training_rows
 
-from .conftest import USER_DIR, head, run_cli
+from .conftest import USER_DIR, binarize_ptb_slice, run_cli
 
 # 96 lines of PTB: 2,039 tokens, 4 streams of 26 segments of 20 tokens per epoch
 K, N = 32, 40  # the stop (epoch 2, segment 6) and the end
@@ -35,11 +35,7 @@ MODELS = {"transformer_xl": TXL, "lstm": LSTM_MODEL + NT_ASGD}
 @pytest.fixture(scope="module")
 def ptb_bin(tmp_path_factory, shared_data):
     d = tmp_path_factory.mktemp("ptb_resume")
-    head(shared_data / "ptb" / "ptb.train.txt", d / "train.txt", 0, 96)
-    head(shared_data / "ptb" / "ptb.valid.txt", d / "valid.txt", 0, 30)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--destdir", d / "bin", "--workers", "1")
-    return d / "bin"
+    return binarize_ptb_slice(d, shared_data, 96, 30)
 
 
 def train(ptb_bin, model, save_dir, *extra):
