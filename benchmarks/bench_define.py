@@ -24,14 +24,12 @@ import os
 import platform
 from collections import Counter
 from pathlib import Path
-from argparse import Namespace
-from dataclasses import fields
 
 import torch
 from torch.utils import benchmark
 
 import fairseq_define  # noqa: F401
-from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineUnit, build_schedule
+from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineOptions, DefineUnit, build_schedule
 
 
 SHARED_DATA = Path(os.environ.get("FAIRSEQ_DEFINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -237,8 +235,7 @@ def bench_lm_inference(device, dtype, min_run_time):
 def bench_inference(device, dtype, min_run_time):
     print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512), "
           "64x128 tokens of WMT news text")
-    cfg = Namespace(**{f.name: f.default for f in fields(DefineConfig)})
-    emb = DefineEmbedding(cfg, 32000, 1, 512).eval()
+    emb = DefineEmbedding(DefineOptions.from_config(DefineConfig()), 32000, 1, 512).eval()
     emb.cache_table()
     plain = torch.nn.Embedding(32000, 512, padding_idx=1).eval()
     plain.weight.data.copy_(emb.cached_table.weight)

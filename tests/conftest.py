@@ -55,6 +55,13 @@ def define_cfg(**overrides):
     return cfg
 
 
+def define_options(**overrides):
+    """:func:`define_cfg` resolved as a model resolves it, for the modules."""
+    from fairseq_define.modules import DefineOptions
+
+    return DefineOptions.from_config(define_cfg(**overrides))
+
+
 def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     """Run one of the environment's console scripts; return the CompletedProcess, with
     stderr merged into stdout (fairseq logs to stdout, warnings go to stderr)."""

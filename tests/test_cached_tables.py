@@ -9,7 +9,7 @@ from fairseq.checkpoint_utils import safe_torch_load
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
 from fairseq_define.modules.define_config import DefineConfigError
 
-from .conftest import USER_DIR, define_cfg, run_cli
+from .conftest import USER_DIR, define_options, run_cli
 
 
 TOKENS = torch.tensor([[5, 9, 5, 1], [9, 9, 30, 5]])
@@ -23,8 +23,8 @@ def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, ma
     torch.manual_seed(0)
     kw = dict(define_transform=transform, define_map=map_kind,
               define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
-    plain = DefineEmbedding(define_cfg(define_token_path="plain", **kw), 40, 1, 24)
-    unique = DefineEmbedding(define_cfg(define_token_path="unique", **kw), 40, 1, 24)
+    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 24)
+    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 24)
     unique.load_state_dict(plain.state_dict())
     torch.testing.assert_close(unique(TOKENS), plain(TOKENS), atol=1e-6, rtol=1e-5)
     out_p, out_u = plain(GRAD_TOKENS), unique(GRAD_TOKENS)
@@ -36,7 +36,7 @@ def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, ma
 
 
 def test_unique_path_is_skipped_when_dropout_is_active():
-    emb = DefineEmbedding(define_cfg(define_dropout=0.5), 40, 1, 24).train()
+    emb = DefineEmbedding(define_options(define_dropout=0.5), 40, 1, 24).train()
     torch.manual_seed(0)
     a = emb(TOKENS)
     assert not torch.equal(a[0, 0], a[0, 2])  # same token, independent dropout per position
@@ -48,8 +48,8 @@ def test_unique_path_is_skipped_when_dropout_is_active():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_cfg(define_map=map_kind,
-              define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24).eval()
+    emb = DefineEmbedding(define_options(define_map=map_kind,
+                                         define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24).eval()
     live = emb(TOKENS)
     size = cache_define_tables(emb)
     assert emb.unit is None and size == 40 * 24 * 4
@@ -133,14 +133,14 @@ def test_caching_a_cached_checkpoint_is_refused(cached_nmt, tmp_path):
 
 
 def test_a_cached_table_refuses_to_train():
-    emb = DefineEmbedding(define_cfg(), 40, 1, 24)
+    emb = DefineEmbedding(define_options(), 40, 1, 24)
     cache_define_tables(emb)
     assert not emb.training
     with pytest.raises(DefineConfigError, match="for inference only"):
         emb.train()
     assert emb(TOKENS).shape == (2, 4, 24)
     # built from a cached checkpoint's config (fairseq's modules start in training mode)
-    built = DefineEmbedding(define_cfg(define_cached_table=True), 40, 1, 24)
+    built = DefineEmbedding(define_options(define_cached_table=True), 40, 1, 24)
     with pytest.raises(DefineConfigError, match="for inference only"):
         built(TOKENS)
     with torch.no_grad():

@@ -25,7 +25,7 @@ from fairseq_define.modules import (
 from fairseq_define.modules.define_config import DEFAULT_DEFINE_STYLE
 from fairseq_define.tools import params
 
-from .conftest import USER_DIR, define_cfg, run_cli
+from .conftest import USER_DIR, define_cfg, define_options, run_cli
 
 # (n, k, N, m): the NMT unit (Table 3) and Table 1a R3 / R4 / R5
 PAPER_SHAPES = {"nmt": (128, 1024, 3, 512), "r3": (256, 1024, 3, 256), "r4": (384, 1024, 7, 384),
@@ -294,8 +294,8 @@ def test_paper_style_group_layer_norm_knob():
 TOKENS = torch.tensor([[5, 9, 5, 7], [9, 9, 30, 5]])
 
 
-def authors_cfg(**kw):
-    return define_cfg(define_style="authors", define_max_groups=None, **kw)
+def authors_options(**kw):
+    return define_options(define_style="authors", define_max_groups=None, **kw)
 
 
 def test_default_style_is_one_constant():
@@ -305,7 +305,7 @@ def test_default_style_is_one_constant():
 
 def test_embedding_builds_the_authors_unit_and_scales_a_standard_map_by_sqrt_n():
     torch.manual_seed(0)
-    emb = DefineEmbedding(authors_cfg(), 40, 1, 32).eval()
+    emb = DefineEmbedding(authors_options(), 40, 1, 32).eval()
     assert isinstance(emb.unit, AuthorsDefineUnit) and emb.embedding_dim == 32
     e = emb.map.weight[TOKENS] * math.sqrt(16)
     torch.testing.assert_close(emb(TOKENS), emb.unit(e))
@@ -323,7 +323,7 @@ def test_authors_adaptive_map_scales_each_band_by_sqrt_of_its_width(adaptive_cls
         amap = AdaptiveInput(40, 1, 16, 2.0, 16, cutoff + [40])
     else:
         amap = ProjectedAdaptiveInput(40, 1, 16, 2.0, 16, cutoff)
-    emb = DefineEmbedding(authors_cfg(), 40, 1, 32, map_layer=amap, map_scale=7.0).eval()
+    emb = DefineEmbedding(authors_options(), 40, 1, 32, map_layer=amap, map_scale=7.0).eval()
     tokens = torch.tensor([[3, 12, 25, 39], [0, 19, 20, 9]])
     want = torch.zeros(2, 4, 16)
     for i, lo, hi in ((0, 0, 10), (1, 10, 20), (2, 20, 40)):
@@ -334,7 +334,7 @@ def test_authors_adaptive_map_scales_each_band_by_sqrt_of_its_width(adaptive_cls
 
 
 def test_authors_map_dropout_is_one_mask_per_sequence():
-    emb = DefineEmbedding(authors_cfg(define_map_dropout=0.5), 40, 1, 32).train()
+    emb = DefineEmbedding(authors_options(define_map_dropout=0.5), 40, 1, 32).train()
     torch.manual_seed(0)
     e = emb.map_tokens(torch.tensor([[5, 5, 5, 5]]))
     assert torch.equal(e[0, 0], e[0, 3]) and (e[0, 0] == 0).any()
@@ -346,8 +346,8 @@ def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
     torch.manual_seed(0)
     kw = dict(define_style=style, define_max_groups=None, define_map=map_kind,
               define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
-    plain = DefineEmbedding(define_cfg(define_token_path="plain", **kw), 40, 1, 32)
-    unique = DefineEmbedding(define_cfg(define_token_path="unique", **kw), 40, 1, 32)
+    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 32)
+    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 32)
     unique.load_state_dict(plain.state_dict())
     out_p, out_u = plain(TOKENS), unique(TOKENS)
     torch.testing.assert_close(out_u, out_p, atol=1e-6, rtol=1e-5)
@@ -359,7 +359,7 @@ def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
 
 
 def test_unique_path_is_skipped_when_the_authors_unit_drops_out():
-    emb = DefineEmbedding(authors_cfg(define_dropout=0.5), 40, 1, 32).train()
+    emb = DefineEmbedding(authors_options(define_dropout=0.5), 40, 1, 32).train()
     torch.manual_seed(0)
     a = emb(TOKENS)
     assert not torch.equal(a[0, 0], a[0, 2])
@@ -369,7 +369,7 @@ def test_unique_path_is_skipped_when_the_authors_unit_drops_out():
 def test_authors_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
     cutoff = "20" if map_kind == "adaptive" else None
-    emb = DefineEmbedding(authors_cfg(define_map=map_kind, define_adaptive_cutoff=cutoff), 40, 1, 32).eval()
+    emb = DefineEmbedding(authors_options(define_map=map_kind, define_adaptive_cutoff=cutoff), 40, 1, 32).eval()
     live = emb(TOKENS)
     cache_define_tables(emb)
     assert emb.unit is None
@@ -383,11 +383,11 @@ def test_authors_cached_table_equals_live_unit(map_kind):
 ])
 def test_settings_without_a_counterpart_in_their_code_are_refused(overrides, message):
     with pytest.raises(DefineConfigError, match=message):
-        DefineEmbedding(authors_cfg(**overrides), 40, 1, 32)
+        DefineEmbedding(authors_options(**overrides), 40, 1, 32)
 
 
 def test_projective_ignores_the_style():
-    a = DefineEmbedding(authors_cfg(define_transform="projective"), 40, 1, 32)
+    a = DefineEmbedding(authors_options(define_transform="projective"), 40, 1, 32)
     assert isinstance(a.unit, DefineUnit) and a.schedule.transform == "projective"
 
 
@@ -477,4 +477,4 @@ def test_nmt_authors_style_generates_the_same_with_cached_tables(wmt_bin, author
 def test_define_out_dim_zero_is_refused_in_both_styles():
     for style in ("paper", "authors"):
         with pytest.raises(DefineConfigError, match=r"define_out_dim \(m\) must be a positive integer, got 0"):
-            DefineEmbedding(define_cfg(define_style=style, define_max_groups=None, define_out_dim=0), 40, 1, 32)
+            DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_out_dim=0), 40, 1, 32)

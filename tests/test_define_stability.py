@@ -15,7 +15,7 @@ from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
-from .conftest import define_cfg
+from .conftest import define_options
 
 TOP = 100  # the most frequent words, whose outputs are compared
 COLLAPSED = 0.9  # mean pairwise cosine; the unit reaches 0.98-0.99 without the scale
@@ -85,7 +85,7 @@ def test_unscaled_unit_collapses_under_awd_lstm_sgd(ptb_stream):
 
 def embedding_grads(scale, transform="define"):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_cfg(define_transform=transform, define_unit_grad_scale=scale), 40, 1, 24)
+    emb = DefineEmbedding(define_options(define_transform=transform, define_unit_grad_scale=scale), 40, 1, 24)
     tokens = torch.randint(2, 40, (3, 7))
     (emb(tokens) * torch.linspace(-1, 1, 24)).sum().backward()
     return {name: p.grad.clone() for name, p in emb.named_parameters()}
@@ -109,4 +109,4 @@ def test_projective_baseline_is_not_scaled():
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
 def test_non_positive_scale_is_refused(bad):
     with pytest.raises(DefineConfigError, match="--define-unit-grad-scale must be positive"):
-        DefineEmbedding(define_cfg(define_unit_grad_scale=bad), 40, 1, 24)
+        DefineEmbedding(define_options(define_unit_grad_scale=bad), 40, 1, 24)

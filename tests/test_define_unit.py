@@ -5,7 +5,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, split_and_mix
 
-from .conftest import define_cfg
+from .conftest import define_options
 
 TRANSFORMS = ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 
@@ -103,9 +103,9 @@ def test_residual_variant_adds_the_previous_output():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_embedding_gradients_reach_the_map_table(transform, map_kind):
     torch.manual_seed(0)
-    cfg = define_cfg(define_transform=transform, define_map=map_kind,
-                     define_adaptive_cutoff="20,40" if map_kind == "adaptive" else None)
-    emb = DefineEmbedding(cfg, num_embeddings=60, padding_idx=1, out_dim=24)
+    options = define_options(define_transform=transform, define_map=map_kind,
+                             define_adaptive_cutoff="20,40" if map_kind == "adaptive" else None)
+    emb = DefineEmbedding(options, num_embeddings=60, padding_idx=1, out_dim=24)
     tokens = torch.tensor([[5, 25, 45, 1]])
     out = emb(tokens)
     assert out.shape == (1, 4, 24) and emb.embedding_dim == 24
@@ -126,8 +126,7 @@ def test_embedding_gradients_reach_the_map_table(transform, map_kind):
 
 
 def test_standard_map_is_scaled_by_sqrt_n_and_exposes_its_table():
-    cfg = define_cfg()
-    emb = DefineEmbedding(cfg, 30, 1, 24)
+    emb = DefineEmbedding(define_options(), 30, 1, 24)
     assert emb.weight is emb.map.weight and emb.weight.shape == (30, 16)
     tokens = torch.tensor([[3, 4]])
     torch.testing.assert_close(emb.map_tokens(tokens), emb.map.weight[tokens] * 4.0)
@@ -137,6 +136,6 @@ def test_adaptive_map_needs_cutoffs():
     from fairseq_define.modules import DefineConfigError
 
     with pytest.raises(DefineConfigError, match="needs --define-adaptive-cutoff"):
-        DefineEmbedding(define_cfg(define_map="adaptive"), 60, 1, 24)
+        DefineEmbedding(define_options(define_map="adaptive"), 60, 1, 24)
     with pytest.raises(DefineConfigError, match="exceeds the vocabulary size 60"):
-        DefineEmbedding(define_cfg(define_map="adaptive", define_adaptive_cutoff="20,80"), 60, 1, 24)
+        DefineEmbedding(define_options(define_map="adaptive", define_adaptive_cutoff="20,80"), 60, 1, 24)

@@ -13,7 +13,7 @@ from fairseq_define.modules import DefineEmbedding, cache_define_tables, split_a
 from fairseq_define.tools import results
 from fairseq_define.tools.paper_tables import TABLES
 
-from .conftest import define_cfg, run_cli
+from .conftest import define_options, run_cli
 
 # -- real-looking fairseq-train logs ------------------------------------------------------
 
@@ -342,8 +342,8 @@ def expand_outputs(emb, e):
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_cfg(define_transform=transform, define_depth=depth, define_map=map_kind,
-                                     define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24)
+    emb = DefineEmbedding(define_options(define_transform=transform, define_depth=depth, define_map=map_kind,
+                                         define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24)
     maps = results.correlation_maps(emb, 40, chunk=16)  # several chunks
     assert emb.training  # the mode is restored
     assert len(maps) == 2 + depth
@@ -364,7 +364,7 @@ def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
 
 def test_correlation_maps_of_the_first_tokens_and_of_embeddings_without_a_unit():
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_cfg(define_transform="projective"), 40, 1, 24)
+    emb = DefineEmbedding(define_options(define_transform="projective"), 40, 1, 24)
     maps = results.correlation_maps(emb, 40, max_tokens=10)
     assert [m.title for m in maps] == ["map e_i (n=16)", "e_o (m=24)"]
     np.testing.assert_allclose(maps[0].corr, manual_corr(emb.map.weight[:10]), atol=1e-5)
@@ -373,7 +373,7 @@ def test_correlation_maps_of_the_first_tokens_and_of_embeddings_without_a_unit()
     assert only.title == "map e_i (n=8)"
     np.testing.assert_allclose(only.corr, manual_corr(table.weight), atol=1e-5)
     # cached tables (section 3.4): the unit is gone; e_o is the cached table
-    define = DefineEmbedding(define_cfg(), 40, 1, 24)
+    define = DefineEmbedding(define_options(), 40, 1, 24)
     live = results.correlation_maps(define, 40)
     cache_define_tables(define)
     cached = results.correlation_maps(define, 40)

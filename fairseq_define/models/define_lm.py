@@ -13,6 +13,7 @@ from ..modules.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
 from ..modules.define_config import DefineConfigError, parse_int_list
 from ..modules.define_embedding import DefineEmbedding
+from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
 from .inference_tables import InferenceTablesMixin
 
@@ -36,7 +37,7 @@ def define_on_map(cfg, dictionary, adaptive, out_dim: int, map_scale: float):
     reading the map's output."""
     if str(cfg.define_transform) == "none":
         return adaptive
-    return DefineEmbedding(cfg, len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
+    return DefineEmbedding(DefineOptions.from_config(cfg), len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
 
 
 class StreamStateMixin:

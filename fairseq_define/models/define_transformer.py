@@ -16,6 +16,7 @@ from fairseq.models.transformer import TransformerModel, base_architecture
 from ..modules.config_bounds import check_dropouts
 from ..modules.define_config import DefineConfig, DefineConfigError
 from ..modules.define_embedding import DefineEmbedding
+from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
 from .hub_interface import TranslationHubInterface
 from .inference_tables import InferenceTablesMixin
@@ -79,7 +80,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
 
     @classmethod
     def build_embedding(cls, args, dictionary, embed_dim, path=None):
-        emb = DefineEmbedding(args, len(dictionary), dictionary.pad(), embed_dim)
+        emb = DefineEmbedding(DefineOptions.from_config(args), len(dictionary), dictionary.pad(), embed_dim)
         if emb.embedding_dim != embed_dim:
             raise DefineConfigError(
                 f"the DeFINE unit outputs {emb.embedding_dim} dims but the Transformer's "

@@ -10,8 +10,10 @@ from fairseq.modules import AdaptiveInput, FairseqDropout
 
 from .adaptive_io import band_scaled_forward
 from .awd_regularization import locked_dropout
-from .define_config import DEFAULT_DEFINE_STYLE, DefineConfig, DefineConfigError, parse_int_list, schedule_from_config
-from .define_schedule_authors import authors_schedule_from_config, check_authors_settings
+from .define_config import DefineConfigError
+from .define_options import DefineOptions
+from .define_schedule import build_schedule
+from .define_schedule_authors import build_authors_schedule
 from .define_unit import DefineUnit
 from .define_unit_authors import AuthorsDefineUnit
 from .unit_grad_scale import scale_unit_gradients
@@ -20,30 +22,26 @@ from .unit_grad_scale import scale_unit_gradients
 UNIT_TYPES = (DefineUnit, AuthorsDefineUnit)
 
 
-def define_style(cfg) -> str:
-    """The style that builds this config's unit: ``authors`` only changes the define
-    transform (projective and none have no DeFINE unit to change; the ablations of the
-    paper's unit are refused there)."""
-    style = str(getattr(cfg, "define_style", None) or DEFAULT_DEFINE_STYLE)
-    if style == "authors":
-        check_authors_settings(cfg)
-        if str(cfg.define_transform) != "define":
-            return "paper"
-    return style
+def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
+    """The layer shapes of the unit (of the options' style) reading ``in_dim`` features, in a
+    model whose embedding dim is ``out_dim`` (m, unless the options set it); ``in_dim``
+    differs from n where the unit reads a model-built map (the Transformer-XL's unit reads
+    the projected d_model-dim embedding, Table 2)."""
+    m = options.out_dim if options.out_dim is not None else out_dim
+    if options.style == "authors":
+        return build_authors_schedule(in_dim, options.expand_dim, options.depth, m, max_groups=options.max_groups)
+    return build_schedule(
+        in_dim, options.expand_dim, options.depth, m, transform=options.transform,
+        max_groups=options.max_groups, groups=options.groups,
+        reduce=options.reduce,
+    )
 
 
-def unit_schedule(cfg, out_dim: int, in_dim: int):
-    """The layer shapes of ``cfg``'s unit (of its style) reading ``in_dim`` features."""
-    if define_style(cfg) == "authors":
-        return authors_schedule_from_config(cfg, out_dim, in_dim=in_dim)
-    return schedule_from_config(cfg, out_dim, in_dim=in_dim)
-
-
-def build_unit(cfg, schedule):
+def build_unit(options: DefineOptions, schedule):
     """The DeFINE unit for a schedule from :func:`unit_schedule`."""
     unit_cls = AuthorsDefineUnit if getattr(schedule, "style", "paper") == "authors" else DefineUnit
-    return unit_cls(schedule, activation=cfg.define_activation, norm=cfg.define_norm,
-                    bias=not cfg.define_no_bias, dropout=cfg.define_dropout)
+    return unit_cls(schedule, activation=options.activation, norm=options.norm,
+                    bias=options.bias, dropout=options.dropout)
 
 
 def map_embedding(num_embeddings, dim, padding_idx):
@@ -62,38 +60,30 @@ class DefineEmbedding(nn.Module):
     (``share_decoder_input_output_embed``) ties the softmax to it at n dims.
     """
 
-    def __init__(self, cfg, num_embeddings, padding_idx, out_dim, map_layer=None, map_scale=1.0):
-        """``map_layer``: a map built by the model (e.g. the Transformer-XL's projected
+    def __init__(self, options: DefineOptions, num_embeddings, padding_idx, out_dim, map_layer=None, map_scale=1.0):
+        """``options``: the model's DeFINE settings (:meth:`DefineOptions.from_config`);
+        ``map_layer``: a map built by the model (e.g. the Transformer-XL's projected
         adaptive input, whose d_model-dim output the unit reads); ``map_scale`` multiplies
         its output."""
         super().__init__()
-        n = cfg.define_map_dim if map_layer is None else map_layer.embedding_dim
-        self.style = define_style(cfg)
-        self.schedule = unit_schedule(cfg, out_dim, n)
+        n = options.map_dim if map_layer is None else map_layer.embedding_dim
+        self.style = options.style
+        self.schedule = unit_schedule(options, out_dim, n)
         self.padding_idx = padding_idx
         self.num_embeddings = num_embeddings
-        self.map_kind = "model" if map_layer is not None else str(cfg.define_map)
-        if getattr(cfg, "define_adaptive_cutoff", None) and self.map_kind != "adaptive":
-            raise DefineConfigError(
-                "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model "
-                "does not use: drop it (the language models' adaptive input takes --adaptive-cutoff)"
-            )
+        self.map_kind = "model" if map_layer is not None else options.map
         if map_layer is not None:
             self.map = map_layer
             self.map_scale = map_scale
         elif self.map_kind == "adaptive":
-            cutoff = parse_int_list(cfg.define_adaptive_cutoff, "--define-adaptive-cutoff")
-            if not cutoff:
-                raise DefineConfigError(
-                    "--define-map adaptive needs --define-adaptive-cutoff (e.g. 20000,40000,200000)"
-                )
+            cutoff = list(options.adaptive_cutoff)
             if cutoff[-1] > num_embeddings:
                 raise DefineConfigError(
-                    f"--define-adaptive-cutoff {cfg.define_adaptive_cutoff} exceeds the "
+                    f"--define-adaptive-cutoff {','.join(map(str, cutoff))} exceeds the "
                     f"vocabulary size {num_embeddings}; use cutoffs below {num_embeddings}"
                 )
             self.map = AdaptiveInput(
-                num_embeddings, padding_idx, n, cfg.define_adaptive_factor, n, cutoff, 0, 8
+                num_embeddings, padding_idx, n, options.adaptive_factor, n, cutoff, 0, 8
             )
             self.map_scale = 1.0
         else:
@@ -101,18 +91,18 @@ class DefineEmbedding(nn.Module):
             self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
         if self.style == "authors" and isinstance(self.map, AdaptiveInput):
             self.map_scale = 1.0  # each band is scaled by sqrt(its width) instead
-        self.map_dropout = FairseqDropout(cfg.define_map_dropout, module_name="DefineMapDropout")
+        self.map_dropout = FairseqDropout(options.map_dropout, module_name="DefineMapDropout")
         self.embedding_dim = self.schedule.out_dim
         # the unique-token path changes nothing only if no dropout acts inside the embedding
-        self.unique_tokens = str(getattr(cfg, "define_token_path", "unique")) == "unique"
-        self.has_dropout = cfg.define_map_dropout > 0 or cfg.define_dropout > 0
-        if getattr(cfg, "define_cached_table", False):
+        self.unique_tokens = options.token_path == "unique"
+        self.has_dropout = options.map_dropout > 0 or options.dropout > 0
+        if options.cached_table:
             self.unit = None
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
-            self.unit = build_unit(cfg, self.schedule)
+            self.unit = build_unit(options, self.schedule)
             if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
-                scale_unit_gradients(self.unit, getattr(cfg, "define_unit_grad_scale", DefineConfig.define_unit_grad_scale))
+                scale_unit_gradients(self.unit, options.unit_grad_scale)
             self.cached_table = None
 
     @property

@@ -27,7 +27,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .define_config import DefineConfigError, _positive, unit_out_dim
+from .define_config import DefineConfigError, check_positive
 
 # smallest group their code aims for: g_max = 2^ceil(log2(m // 32))
 MIN_FEATURES_PER_GROUP = 32
@@ -84,10 +84,10 @@ def build_authors_schedule(
     map_dim: int, expand_dim: int, depth: int, out_dim: int, max_groups: Optional[int] = None
 ) -> AuthorsSchedule:
     n, k, N, m = map_dim, expand_dim, depth, out_dim
-    _positive("define_map_dim (n)", "--define-map-dim", n)
-    _positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
-    _positive("define_expand_dim (k)", "--define-expand-dim", k)
-    _positive("define_depth (N)", "--define-depth", N)
+    check_positive("define_map_dim (n)", "--define-map-dim", n)
+    check_positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
+    check_positive("define_expand_dim (k)", "--define-expand-dim", k)
+    check_positive("define_depth (N)", "--define-depth", N)
     if N < 2:
         raise DefineConfigError(
             f"define_depth (N)={N}: the authors' unit needs at least 2 layers; set "
@@ -106,7 +106,7 @@ def build_authors_schedule(
         while n % g_max or half % g_max:
             g_max //= 2
     else:
-        _positive("define_max_groups (g_max)", "--define-max-groups", max_groups)
+        check_positive("define_max_groups (g_max)", "--define-max-groups", max_groups)
         g_max = max_groups
         if n % g_max:
             raise DefineConfigError(
@@ -133,41 +133,3 @@ def build_authors_schedule(
     if m % groups[-1]:
         raise DefineConfigError(f"define_out_dim (m)={m} is not divisible by the last layer's {groups[-1]} groups")
     return AuthorsSchedule(n, half, m, g_max, layer_in, layer_out, groups)
-
-
-# DefineConfig settings that the authors' code has no counterpart for
-_AUTHORS_TRANSFORMS = ("define", "projective", "none")
-
-
-def check_authors_settings(cfg) -> None:
-    """Refuse the settings that only the paper style builds (one line each, with the fix)."""
-    transform = str(cfg.define_transform)
-    if transform not in _AUTHORS_TRANSFORMS:
-        raise DefineConfigError(
-            f"define_transform={transform} is an ablation of the paper's unit (Tables 6 and 8) "
-            "with no counterpart in the authors' code; use --define-style paper with it, or "
-            "--define-transform define"
-        )
-    if transform != "define":
-        return
-    if getattr(cfg, "define_no_reduce", False):
-        raise DefineConfigError(
-            "--define-no-reduce: the authors' unit always ends with its output layer; drop "
-            "the flag or use --define-style paper"
-        )
-    if getattr(cfg, "define_groups", None):
-        raise DefineConfigError(
-            f"--define-groups {cfg.define_groups}: the authors' schedule derives the groups "
-            "from g_max; set --define-max-groups instead, or use --define-style paper"
-        )
-
-
-def authors_schedule_from_config(cfg, out_dim: int, in_dim: Optional[int] = None) -> AuthorsSchedule:
-    check_authors_settings(cfg)
-    return build_authors_schedule(
-        map_dim=in_dim or cfg.define_map_dim,
-        expand_dim=cfg.define_expand_dim,
-        depth=cfg.define_depth,
-        out_dim=unit_out_dim(cfg, out_dim),
-        max_groups=cfg.define_max_groups,
-    )

@@ -6,7 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
-from .define_config import DefineSchedule
+from .define_schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
 
@@ -35,14 +35,13 @@ class ExpandLayer(nn.Module):
     def __init__(self, in_dim, out_dim, groups, bias, shuffle, norm, activation, dropout):
         super().__init__()
         self.transform = GroupLinear(in_dim, out_dim, groups, bias=bias, shuffle=shuffle)
-        norm = str(norm)
         if norm == "layer":
             self.norm = nn.LayerNorm(out_dim)
         elif norm == "group_layer":  # one LayerNorm per group, affine shared by the groups
             self.norm = GroupLayerNorm(out_dim, groups)
         else:
             self.norm = None
-        self.activation = str(activation)
+        self.activation = activation
         self.dropout = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
     def forward(self, x):

@@ -21,8 +21,8 @@ class AuthorsLayer(nn.Module):
     def __init__(self, in_dim, out_dim, groups, bias, norm, activation, dropout):
         super().__init__()
         self.transform = GroupLinear(in_dim, out_dim, groups, bias=bias)
-        self.norm = GroupLayerNorm(out_dim, groups) if str(norm) != "none" else None
-        self.activation = str(activation)
+        self.norm = GroupLayerNorm(out_dim, groups) if norm != "none" else None
+        self.activation = activation
         self.dropout = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.reset_parameters()
 

@@ -18,8 +18,6 @@ import logging
 import torch
 import torch.nn as nn
 
-from .define_config import DefineConfigError
-
 logger = logging.getLogger(__name__)
 
 
@@ -36,12 +34,8 @@ class _GradScale:
 def scale_unit_gradients(unit: nn.Module, scale: float) -> int:
     """Multiply the gradient of every parameter of ``unit`` by ``scale`` as it is computed
     (before fairseq's gradient clipping, data-parallel reduction and the optimizer step).
-    Returns the number of parameters hooked (0 when ``scale`` is 1)."""
-    if not scale > 0:
-        raise DefineConfigError(
-            f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-            "optimizer's learning rate, 0.01 (the default) is what keeps SGD at lr 30 stable"
-        )
+    ``scale`` > 0 (:class:`DefineOptions` refuses other values of the flag). Returns the
+    number of parameters hooked (0 when ``scale`` is 1)."""
     if scale == 1.0:
         return 0
     params = [p for p in unit.parameters() if p.requires_grad]

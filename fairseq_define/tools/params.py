@@ -28,8 +28,9 @@ from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, buil
 
 from ..errors import UserError, cli_error
 from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
-from ..modules.define_config import DefineConfigError, build_schedule
+from ..modules.define_config import DefineConfigError
 from ..modules.define_embedding import UNIT_TYPES
+from ..modules.define_schedule import build_schedule
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
 
