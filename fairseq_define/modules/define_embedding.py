@@ -32,8 +32,7 @@ def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
         return build_authors_schedule(in_dim, options.expand_dim, options.depth, m, max_groups=options.max_groups)
     return build_schedule(
         in_dim, options.expand_dim, options.depth, m, transform=options.transform,
-        max_groups=options.max_groups, groups=options.groups,
-        reduce=options.reduce,
+        max_groups=options.max_groups, groups=options.groups, reduce=options.reduce,
     )
 
 

@@ -28,7 +28,7 @@ layer's groups), as the paper assumes divisible widths (section 3.2).
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from .config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
 from .define_config import DefineConfigError, check_positive
@@ -44,7 +44,6 @@ _TRANSFORMS = {
     "define": ("halving", "mix", False),
     "define_residual": ("halving", "residual", False),
 }
-
 
 
 def _round_to(value: float, multiple: int) -> int:
@@ -94,7 +93,7 @@ def build_schedule(
     out_dim: int,
     transform: str = "define",
     max_groups: Optional[int] = None,
-    groups: Optional[List[int]] = None,
+    groups: Optional[Sequence[int]] = None,
     reduce: bool = True,
 ) -> DefineSchedule:
     """Validate the settings and compute widths and groups of every layer."""

@@ -1,0 +1,48 @@
+"""DefineOptions: the --define-* flags resolved once, as the modules take them."""
+
+import dataclasses
+from argparse import Namespace
+
+import pytest
+from omegaconf import OmegaConf
+
+from fairseq_define.models.lstm_lm import LSTMLMConfig
+from fairseq_define.modules import DefineConfig, DefineOptions
+
+from .conftest import define_cfg
+
+
+def test_a_config_without_the_define_fields_takes_define_configs_defaults():
+    """A stored config older than a flag reads that flag's default, from DefineConfig only."""
+    assert DefineOptions.from_config(Namespace()) == DefineOptions.from_config(DefineConfig())
+
+
+@pytest.mark.parametrize("make", ["dataclass", "omegaconf"], ids=str)
+def test_choices_and_lists_become_plain_types(make):
+    cfg = LSTMLMConfig(define_transform="define", define_groups="4,2,1", define_norm="group_layer",
+                       define_activation="gelu", define_token_path="plain", define_no_bias=True)
+    if make == "omegaconf":  # what fairseq hands a model built from a hydra config
+        cfg = OmegaConf.structured(cfg)
+    options = DefineOptions.from_config(cfg)
+    assert (options.transform, options.norm, options.activation, options.token_path, options.map) == (
+        "define", "group_layer", "gelu", "plain", "standard")
+    for value in (options.transform, options.norm, options.activation, options.token_path, options.map, options.style):
+        assert type(value) is str
+    assert options.groups == (4, 2, 1) and options.bias is False and options.reduce is True
+    assert options.map_dim == 256 and options.out_dim is None  # LSTMLMConfig's own n default
+
+
+@pytest.mark.parametrize("transform, style", [("define", "authors"), ("projective", "paper"), ("none", "paper")])
+def test_the_authors_style_changes_only_the_define_transform(transform, style):
+    assert DefineOptions.from_config(define_cfg(define_style="authors", define_transform=transform)).style == style
+
+
+def test_adaptive_cutoffs_are_read_only_for_the_adaptive_map():
+    options = DefineOptions.from_config(define_cfg(define_map="adaptive", define_adaptive_cutoff="20,40"))
+    assert options.adaptive_cutoff == (20, 40)
+    assert DefineOptions.from_config(define_cfg()).adaptive_cutoff is None
+
+
+def test_options_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DefineOptions.from_config(define_cfg()).depth = 5
