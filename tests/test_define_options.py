@@ -46,3 +46,29 @@ def test_adaptive_cutoffs_are_read_only_for_the_adaptive_map():
 def test_options_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         DefineOptions.from_config(define_cfg()).depth = 5
+
+
+# per flag the modules read, a valid setting other than the default (with what it needs);
+# define_cache_on_load acts in the model when a checkpoint loads, not in a module
+OTHER_SETTINGS = {
+    "define_style": {"define_style": "authors"}, "define_transform": {"define_transform": "projective"},
+    "define_map": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
+    "define_adaptive_cutoff": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
+    "define_map_dim": {"define_map_dim": 32}, "define_expand_dim": {"define_expand_dim": 128},
+    "define_depth": {"define_depth": 5}, "define_out_dim": {"define_out_dim": 24},
+    "define_max_groups": {"define_max_groups": 2}, "define_groups": {"define_groups": "4,2,1"},
+    "define_activation": {"define_activation": "relu"}, "define_norm": {"define_norm": "none"},
+    "define_no_bias": {"define_no_bias": True}, "define_dropout": {"define_dropout": 0.1},
+    "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
+    "define_adaptive_factor": {"define_adaptive_factor": 2.0}, "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
+    "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
+}
+
+
+def test_every_define_flag_reaches_the_options():
+    """A flag added to DefineConfig needs a field of DefineOptions (and a setting here)."""
+    flags = {f.name for f in dataclasses.fields(DefineConfig) if f.name.startswith("define_")}
+    assert flags - {"define_cache_on_load"} == set(OTHER_SETTINGS)
+    default = DefineOptions.from_config(define_cfg())
+    for flag, overrides in OTHER_SETTINGS.items():
+        assert DefineOptions.from_config(define_cfg(**overrides)) != default, flag
