@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
+from fairseq.data import Dictionary
 
-from fairseq_define.models.define_lm import StreamStateMixin
+from fairseq_define.models.define_lm import StreamStateDecoder
 from fairseq_define.param_report import FASTPATH_COPIES
 from fairseq_define.tasks.contiguous_lm import ContiguousStreamDataset, StreamBatchIterator, training_rows
 
@@ -81,13 +82,12 @@ def test_mid_epoch_resume_matches_an_uninterrupted_run(model, ptb_bin, tmp_path)
                                safe_torch_load(str(tmp_path / "straight" / "checkpoint_last.pt")))
 
 
-class Carrier(StreamStateMixin, torch.nn.Module):
+class Carrier(StreamStateDecoder):
     """A decoder's stream bookkeeping alone."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(Dictionary())
         self.weight = torch.nn.Parameter(torch.zeros(1))
-        self._stream_memory = {}
 
 
 def stream_iterator(decoder, rows=2, segment_len=5, shard=(0, 1)):

@@ -14,7 +14,7 @@ from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from fairseq_define.modules.define_embedding import cache_define_tables
-from fairseq_define.optim.nt_asgd import AveragedSGD, use_averaged_weights
+from fairseq_define.optim.nt_asgd import AveragedSGD
 from fairseq_define.tools.params import LSTM_TABLES, TABLE1A_ROWS, build_arch, parameter_distribution
 
 TRANSFORMS = ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
@@ -204,9 +204,7 @@ def test_averaged_sgd_is_sgd_then_the_mean_of_its_iterates_and_swaps_back():
         if step >= 2:
             iterates.append(w.detach().clone())
     mean = torch.stack(iterates).mean(0)
-    model = torch.nn.Module()
-    model.w = w
-    assert use_averaged_weights(model)
+    assert opt.use_average()
     torch.testing.assert_close(w.detach(), mean)
     state = opt.state_dict()  # saved while swapped, as a checkpoint after validation is
     opt2 = AveragedSGD([w], lr=0.1, weight_decay=0.01)

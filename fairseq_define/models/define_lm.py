@@ -7,7 +7,7 @@ from argparse import Namespace
 from typing import Dict, Optional, Tuple
 
 from fairseq import utils
-from fairseq.models import FairseqLanguageModel
+from fairseq.models import FairseqIncrementalDecoder, FairseqLanguageModel
 
 from ..modules.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
@@ -16,13 +16,6 @@ from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
 from .inference_tables import InferenceTablesMixin
-
-
-def set_defaults(args, **defaults):
-    """A named architecture: fill what the user did not set."""
-    for key, value in defaults.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
 
 
 def adaptive_map(cfg, dictionary, out_dim: int) -> ProjectedAdaptiveInput:
@@ -40,14 +33,79 @@ def define_on_map(cfg, dictionary, adaptive, out_dim: int, map_scale: float):
     return DefineEmbedding(DefineOptions.from_config(cfg), len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
 
 
-class StreamStateMixin:
-    """For a decoder that carries state (Transformer-XL memory, LSTM hidden states) from one
-    segment of a ``contiguous_lm`` stream to the next in ``self._stream_memory``: stream name
-    -> (index of the segment the state precedes, state: tensors in lists/tuples, batch rows
-    first or second). The task saves a training stream's state with the data iterator's
-    position, so a run resumed in the middle of an epoch continues exactly."""
+class StreamStateDecoder(FairseqIncrementalDecoder):
+    """A decoder that carries state (Transformer-XL memory, LSTM hidden states) from one
+    segment to the next. Subclasses supply ``step`` and ``state_batch_dim``.
 
-    _stream_memory: Dict[str, tuple]
+    Two homes for the state: in generation, fairseq's incremental state (under
+    ``incremental_state_key``), where only the newest token is fed once a state exists; on a
+    ``contiguous_lm`` stream (batches name their ``stream`` and ``segment``),
+    ``self._stream_memory``: stream name -> (index of the segment the state precedes, state).
+    A stream's state is used only by the segment it precedes, at the same batch size, so a
+    stream restarts from an empty state at its first segment. The task saves a training
+    stream's state with the data iterator's position, so a run resumed in the middle of an
+    epoch continues exactly."""
+
+    incremental_state_key = "state"
+    state_batch_dim = 0  # the batch dimension of every tensor in a state
+
+    def __init__(self, dictionary):
+        super().__init__(dictionary)
+        self._stream_memory: Dict[str, tuple] = {}
+
+    def step(self, tokens, state):
+        """(features [B, T, d], state after the segment or None to keep none, extra) for
+        ``tokens`` [B, T] continuing from ``state`` (None: an empty state)."""
+        raise NotImplementedError
+
+    def forward(self, prev_output_tokens, src_lengths=None, encoder_out=None, incremental_state=None,
+                stream: Optional[str] = None, segment: Optional[int] = None, **kwargs):
+        """``stream``/``segment`` (set by the contiguous_lm task) carry the state between
+        calls; with ``incremental_state`` (generation) the state lives there."""
+        if incremental_state is not None:
+            state = self.get_incremental_state(incremental_state, self.incremental_state_key)
+            tokens = prev_output_tokens[:, -1:] if state is not None else prev_output_tokens
+        else:
+            state = self._stream_state(stream, segment, prev_output_tokens.size(0))
+            tokens = prev_output_tokens
+        x, new_state, extra = self.step(tokens, state)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, self.incremental_state_key, new_state)
+        elif stream is not None and segment is not None and new_state is not None:
+            self._stream_memory[stream] = (segment + 1, new_state)
+        return x, extra
+
+    def extract_features(self, prev_output_tokens, **kwargs):
+        """fairseq's interface: (features [B, T, d], extra), from an empty state."""
+        x, _, extra = self.step(prev_output_tokens, None)
+        return x, extra
+
+    def output_layer(self, features, **kwargs):
+        return features  # scored by the tied (adaptive) softmax
+
+    def max_positions(self):
+        return int(1e6)  # the state carries the context: no limit on the stream length
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        state = self.get_incremental_state(incremental_state, self.incremental_state_key)
+        if state is not None:
+            dim = self.state_batch_dim
+            self.set_incremental_state(
+                incremental_state, self.incremental_state_key,
+                utils.apply_to_sample(lambda t: t.index_select(dim, new_order), state),
+            )
+
+    # -- the streams' state ---------------------------------------------------------------
+    def _stream_state(self, stream: Optional[str], segment: Optional[int], batch: int):
+        if stream is None or segment is None:
+            return None
+        entry = self._stream_memory.get(stream)
+        if entry is None or entry[0] != segment or _first_tensor(entry[1]).size(self.state_batch_dim) != batch:
+            return None  # a stream's first segment, or not the segment that follows
+        return entry[1]
+
+    def reset_memory(self) -> None:
+        self._stream_memory.clear()
 
     def stream_state(self, stream: str) -> Optional[Tuple[int, object]]:
         """(next segment, state as detached CPU tensors) of ``stream``; None if it has none."""
@@ -61,6 +119,12 @@ class StreamStateMixin:
         """Continue ``stream`` at ``segment`` from ``state`` (as ``stream_state`` gives it)."""
         device = next(self.parameters()).device
         self._stream_memory[stream] = (segment, utils.apply_to_sample(lambda t: t.to(device), state))
+
+
+def _first_tensor(state):
+    while isinstance(state, (list, tuple)):
+        state = state[0]
+    return state
 
 
 class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):

@@ -10,7 +10,7 @@ import logging
 from dataclasses import fields
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
-from fairseq.models import register_model, register_model_architecture
+from fairseq.models import register_model
 from fairseq.models.transformer import TransformerModel, base_architecture
 
 from ..modules.config_bounds import check_dropouts
@@ -20,6 +20,7 @@ from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
 from .hub_interface import TranslationHubInterface
 from .inference_tables import InferenceTablesMixin
+from .named_architectures import fill_defaults, register_architectures
 
 logger = logging.getLogger(__name__)
 
@@ -91,35 +92,26 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
         return emb
 
 
-def _define_defaults(args, **overrides):
-    for f in fields(DefineConfig):
-        if not hasattr(args, f.name):
-            setattr(args, f.name, overrides.get(f.name, f.default))
+# -- named architectures ---------------------------------------------------------------
+
+ARCHITECTURES = {
+    "define_transformer": ("Transformer base with the paper's NMT DeFINE: n=128, k=1024, N=3, m=d_model.",
+                           dict(define_map_dim=128, define_expand_dim=1024, define_depth=3)),
+    "define_transformer_wmt_en_de": ("Table 3: Transformer base + DeFINE (n=128, k=1024, m=512, N=3).", {}),
+    "define_transformer_tiny": (
+        "A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3).",
+        dict(encoder_embed_dim=128, encoder_ffn_embed_dim=512, encoder_layers=3, encoder_attention_heads=4,
+             decoder_embed_dim=128, decoder_ffn_embed_dim=512, decoder_layers=3, decoder_attention_heads=4,
+             define_map_dim=32, define_expand_dim=256, define_depth=3)),
+}
 
 
-@register_model_architecture("define_transformer", "define_transformer")
 def define_base_architecture(args):
-    """Transformer base with the paper's NMT DeFINE: n=128, k=1024, N=3, m=d_model."""
-    _define_defaults(args, define_map_dim=128, define_expand_dim=1024, define_depth=3)
+    """What a row leaves unset: the paper's NMT DeFINE (the ``define_transformer`` row), the
+    other DeFINE settings' defaults, then fairseq's Transformer base."""
+    fill_defaults(args, ARCHITECTURES["define_transformer"][1])
+    fill_defaults(args, {f.name: f.default for f in fields(DefineConfig)})
     base_architecture(args)
 
 
-@register_model_architecture("define_transformer", "define_transformer_wmt_en_de")
-def define_transformer_wmt_en_de(args):
-    """Table 3: Transformer base + DeFINE (n=128, k=1024, m=512, N=3)."""
-    define_base_architecture(args)
-
-
-@register_model_architecture("define_transformer", "define_transformer_tiny")
-def define_transformer_tiny(args):
-    """A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3)."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 512)
-    args.encoder_layers = getattr(args, "encoder_layers", 3)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
-    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 512)
-    args.decoder_layers = getattr(args, "decoder_layers", 3)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
-    _define_defaults(args, define_map_dim=32, define_expand_dim=256, define_depth=3)
-    define_base_architecture(args)
+register_architectures("define_transformer", ARCHITECTURES, base=define_base_architecture)

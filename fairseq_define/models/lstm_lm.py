@@ -21,14 +21,10 @@ per stream, reset at a stream's first segment), as truncated BPTT.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Optional
 
 import torch.nn as nn
-from fairseq.models import (
-    FairseqIncrementalDecoder,
-    register_model,
-    register_model_architecture,
-)
+from fairseq.models import register_model
 
 from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
@@ -37,13 +33,9 @@ from ..modules.define_config import (
     DefineConfig,
     DefineConfigError,
 )
-from .define_lm import (
-    DefineLanguageModel,
-    StreamStateMixin,
-    adaptive_map,
-    define_on_map,
-    set_defaults,
-)
+from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
+from .named_architectures import register_architectures
+
 
 @dataclass
 class LSTMLMConfig(DefineConfig):
@@ -85,7 +77,10 @@ class LSTMLanguageModel(DefineLanguageModel):
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
 
-class LSTMLanguageModelDecoder(StreamStateMixin, FairseqIncrementalDecoder):
+class LSTMLanguageModelDecoder(StreamStateDecoder):
+    incremental_state_key = "hidden"
+    state_batch_dim = 1  # the state: (h, c) per layer, each [1, B, H or n]
+
     def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
         super().__init__(dictionary)
         self.cfg = cfg
@@ -98,39 +93,10 @@ class LSTMLanguageModelDecoder(StreamStateMixin, FairseqIncrementalDecoder):
             WeightDropLSTM(sizes[l], sizes[l + 1], cfg.weight_drop) for l in range(L)
         )
         self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input, bias=not cfg.no_softmax_bias)
-        # stream name -> (index of the segment the state precedes, [(h, c) per layer])
-        self._stream_memory: Dict[str, tuple] = {}
 
-    def _stream_state(self, stream, segment, batch):
-        if stream is None or segment is None:
-            return None
-        entry = self._stream_memory.get(stream)
-        if entry is None or entry[0] != segment or entry[1][0][0].size(1) != batch:
-            return None  # a stream's first segment, or not the segment that follows
-        return entry[1]
-
-    def forward(self, prev_output_tokens, src_lengths=None, encoder_out=None, incremental_state=None,
-                stream: Optional[str] = None, segment: Optional[int] = None, **kwargs):
-        if incremental_state is not None:
-            state = self.get_incremental_state(incremental_state, "hidden")
-            tokens = prev_output_tokens[:, -1:] if state is not None else prev_output_tokens
-        else:
-            state = self._stream_state(stream, segment, prev_output_tokens.size(0))
-            tokens = prev_output_tokens
-        x, raw, new_state = self.run_layers(tokens, state)
-        if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "hidden", new_state)
-        elif stream is not None and segment is not None:
-            self._stream_memory[stream] = (segment + 1, new_state)
-        return x, {"attn": [None], "inner_states": None, "raw_output": raw}
-
-    def extract_features(self, prev_output_tokens, **kwargs):
-        """fairseq's interface: (features [B, T, n], extra), from a zero state."""
-        x, raw, _ = self.run_layers(prev_output_tokens)
-        return x, {"attn": [None], "inner_states": None, "raw_output": raw}
-
-    def run_layers(self, tokens, state=None):
-        """(output after dropout [B, T, n], raw output of the last layer, new state)."""
+    def step(self, tokens, state=None):
+        """(output after dropout [B, T, n], new state, extra with the last layer's raw output
+        for AR/TAR)."""
         cfg, training = self.cfg, self.training
         x = self.embed_tokens(tokens)  # [B, T, m]
         x = embedding_dropout(tokens, x, len(self.dictionary), cfg.dropout_embedding, training)
@@ -142,21 +108,7 @@ class LSTMLanguageModelDecoder(StreamStateMixin, FairseqIncrementalDecoder):
             last = l == len(self.layers) - 1
             raw = x
             x = locked_dropout(x, cfg.dropout if last else cfg.dropout_hidden, training)
-        return x, raw, new_state  # [B, T, n]
-
-    def output_layer(self, features, **kwargs):
-        return features  # scored by the tied softmax
-
-    def max_positions(self):
-        return int(1e6)
-
-    def reorder_incremental_state(self, incremental_state, new_order):
-        state = self.get_incremental_state(incremental_state, "hidden")
-        if state is not None:
-            self.set_incremental_state(
-                incremental_state, "hidden",
-                [(h.index_select(1, new_order), c.index_select(1, new_order)) for h, c in state],
-            )
+        return x, new_state, {"attn": [None], "inner_states": None, "raw_output": raw}  # [B, T, n]
 
 
 # -- named architectures ---------------------------------------------------------------
@@ -164,57 +116,74 @@ class LSTMLanguageModelDecoder(StreamStateMixin, FairseqIncrementalDecoder):
 # Table 9's WikiText-103 LSTM; dropouts as Merity et al. (2018a) use on WikiText-103
 WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
              lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1, dropout_input=0.1)
-
-
-def _arch(name, doc, **defaults):
-    def arch(args):
-        set_defaults(args, **defaults)
-
-    arch.__doc__ = doc
-    register_model_architecture("define_lstm_lm", name)(arch)
-
-
-# Table 1a
-_arch("define_lstm_wt103_r1_standard", "Table 1a R1: standard tied table n=256 with output bias",
-      **{**WT103, "adaptive_cutoff": "", "no_softmax_bias": False}, define_map_dim=256)
-_arch("define_lstm_wt103_r2_adaptive", "Table 1a R2: adaptive input/softmax, n=256", **WT103, define_map_dim=256)
-for _row, _N, _n in (("r3", 3, 256), ("r4", 7, 384), ("r5", 11, 512)):
-    _arch(f"define_lstm_wt103_{_row}_define_n{_n}", f"Table 1a {_row.upper()}: adaptive + DeFINE N={_N}, n=m={_n}, k=1024",
-          **WT103, define_map_dim=_n, define_transform="define", define_depth=_N, define_expand_dim=1024)
-
-# Table 6 (N=7, n=m=384, k=1024); GLT uses 4 groups everywhere
 # the ablations exist only in the paper's structure: pinned to it whatever the default style
-_PAPER = {"define_style": "paper"}
-for _t, _extra in (("linear", _PAPER), ("glt", {"define_max_groups": 4, **_PAPER}),
-                   ("glt_shuffle", {"define_max_groups": 4, **_PAPER}), ("hgt", _PAPER),
-                   ("define_nomix", _PAPER), ("define", {})):
-    _arch(f"define_lstm_wt103_t6_{_t}", f"Table 6: {_t} on the adaptive map, N=7, n=m=384, k=1024",
-          **WT103, define_map_dim=384, define_transform=_t, define_depth=7, define_expand_dim=1024, **_extra)
-
-# Table 7: depth N (with n=m) x width k
-for _N, _n in ((3, 256), (7, 384), (11, 512)):
-    for _k in (1024, 1536, 2048):
-        _arch(f"define_lstm_wt103_t7_n{_N}_k{_k}", f"Table 7: DeFINE N={_N}, n=m={_n}, k={_k}",
-              **WT103, define_map_dim=_n, define_transform="define", define_depth=_N, define_expand_dim=_k)
-
-# Table 8
-_arch("define_lstm_wt103_t8_residual", "Table 8a: DeFINE with residual connections (widths k/2), N=7, n=m=384, k=1024",
-      **WT103, define_map_dim=384, define_transform="define_residual", define_depth=7, define_expand_dim=1024, **_PAPER)
-_arch("define_lstm_wt103_t8_no_reduce", "Table 8b: MER without Reduce (the LSTM reads e_hat, k=1024), N=7, n=384",
-      **WT103, define_map_dim=384, define_transform="define", define_depth=7, define_expand_dim=1024, define_no_reduce=True,
-      **_PAPER)
-
+PAPER = dict(define_style="paper")
 # Table 1c: AWD-LSTM on PTB (3 layers of 1150, the last n wide; Merity et al.'s dropouts)
 AWD = dict(lstm_layers=3, lstm_hidden_dim=1150, adaptive_cutoff="", dropout=0.4, dropout_hidden=0.25,
            dropout_input=0.4, dropout_embedding=0.1, weight_drop=0.5)
-_arch("define_awd_lstm_ptb", "AWD-LSTM baseline (Table 1c): standard 400-dim table, tied", **AWD, define_map_dim=400)
-_arch("define_awd_lstm_ptb_define", "Table 1c: AWD-LSTM + DeFINE n=128, k=1024, N=7, m=400; output tied at n=128",
-      **AWD, define_map_dim=128, define_transform="define", define_depth=7, define_expand_dim=1024, define_out_dim=400)
 
-# CPU sizes
-_arch("define_lstm_small", "For the PTB run on a CPU: 2 layers of 512, n=128 -> m=256, AWD dropouts",
-      lstm_layers=2, lstm_hidden_dim=512, adaptive_cutoff="", define_map_dim=128, define_out_dim=256,
-      define_transform="define", define_depth=3, define_expand_dim=512, dropout=0.3, dropout_hidden=0.2,
-      dropout_input=0.3, dropout_embedding=0.05, weight_drop=0.3)
-_arch("define_lstm_tiny", "For tests: 2 layers of 32, n=16", lstm_layers=2, lstm_hidden_dim=32,
-      adaptive_cutoff="", define_map_dim=16, define_depth=3, define_expand_dim=64)
+
+def _wt103_unit(transform: str, N: int, n: int, k: int, **extra) -> dict:
+    """The WikiText-103 LSTM with a unit of depth N and width k on an n-dim map, n = m."""
+    return dict(WT103, define_map_dim=n, define_transform=transform, define_depth=N, define_expand_dim=k, **extra)
+
+
+ARCHITECTURES = {
+    # Table 1a
+    "define_lstm_wt103_r1_standard": ("Table 1a R1: standard tied table n=256 with output bias",
+                                      dict(WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256)),
+    "define_lstm_wt103_r2_adaptive": ("Table 1a R2: adaptive input/softmax, n=256", dict(WT103, define_map_dim=256)),
+    "define_lstm_wt103_r3_define_n256": ("Table 1a R3: adaptive + DeFINE N=3, n=m=256, k=1024",
+                                         _wt103_unit("define", 3, 256, 1024)),
+    "define_lstm_wt103_r4_define_n384": ("Table 1a R4: adaptive + DeFINE N=7, n=m=384, k=1024",
+                                         _wt103_unit("define", 7, 384, 1024)),
+    "define_lstm_wt103_r5_define_n512": ("Table 1a R5: adaptive + DeFINE N=11, n=m=512, k=1024",
+                                         _wt103_unit("define", 11, 512, 1024)),
+    # Table 6 (N=7, n=m=384, k=1024); GLT uses 4 groups everywhere
+    "define_lstm_wt103_t6_linear": ("Table 6: linear on the adaptive map, N=7, n=m=384, k=1024",
+                                    _wt103_unit("linear", 7, 384, 1024, **PAPER)),
+    "define_lstm_wt103_t6_glt": ("Table 6: glt on the adaptive map, N=7, n=m=384, k=1024",
+                                 _wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER)),
+    "define_lstm_wt103_t6_glt_shuffle": ("Table 6: glt_shuffle on the adaptive map, N=7, n=m=384, k=1024",
+                                         _wt103_unit("glt_shuffle", 7, 384, 1024, define_max_groups=4, **PAPER)),
+    "define_lstm_wt103_t6_hgt": ("Table 6: hgt on the adaptive map, N=7, n=m=384, k=1024",
+                                 _wt103_unit("hgt", 7, 384, 1024, **PAPER)),
+    "define_lstm_wt103_t6_define_nomix": ("Table 6: define_nomix on the adaptive map, N=7, n=m=384, k=1024",
+                                          _wt103_unit("define_nomix", 7, 384, 1024, **PAPER)),
+    "define_lstm_wt103_t6_define": ("Table 6: define on the adaptive map, N=7, n=m=384, k=1024",
+                                    _wt103_unit("define", 7, 384, 1024)),
+    # Table 7: depth N (with n=m) x width k
+    "define_lstm_wt103_t7_n3_k1024": ("Table 7: DeFINE N=3, n=m=256, k=1024", _wt103_unit("define", 3, 256, 1024)),
+    "define_lstm_wt103_t7_n3_k1536": ("Table 7: DeFINE N=3, n=m=256, k=1536", _wt103_unit("define", 3, 256, 1536)),
+    "define_lstm_wt103_t7_n3_k2048": ("Table 7: DeFINE N=3, n=m=256, k=2048", _wt103_unit("define", 3, 256, 2048)),
+    "define_lstm_wt103_t7_n7_k1024": ("Table 7: DeFINE N=7, n=m=384, k=1024", _wt103_unit("define", 7, 384, 1024)),
+    "define_lstm_wt103_t7_n7_k1536": ("Table 7: DeFINE N=7, n=m=384, k=1536", _wt103_unit("define", 7, 384, 1536)),
+    "define_lstm_wt103_t7_n7_k2048": ("Table 7: DeFINE N=7, n=m=384, k=2048", _wt103_unit("define", 7, 384, 2048)),
+    "define_lstm_wt103_t7_n11_k1024": ("Table 7: DeFINE N=11, n=m=512, k=1024", _wt103_unit("define", 11, 512, 1024)),
+    "define_lstm_wt103_t7_n11_k1536": ("Table 7: DeFINE N=11, n=m=512, k=1536", _wt103_unit("define", 11, 512, 1536)),
+    "define_lstm_wt103_t7_n11_k2048": ("Table 7: DeFINE N=11, n=m=512, k=2048", _wt103_unit("define", 11, 512, 2048)),
+    # Table 8
+    "define_lstm_wt103_t8_residual": (
+        "Table 8a: DeFINE with residual connections (widths k/2), N=7, n=m=384, k=1024",
+        _wt103_unit("define_residual", 7, 384, 1024, **PAPER)),
+    "define_lstm_wt103_t8_no_reduce": (
+        "Table 8b: MER without Reduce (the LSTM reads e_hat, k=1024), N=7, n=384",
+        _wt103_unit("define", 7, 384, 1024, define_no_reduce=True, **PAPER)),
+    # Table 1c
+    "define_awd_lstm_ptb": ("AWD-LSTM baseline (Table 1c): standard 400-dim table, tied", dict(AWD, define_map_dim=400)),
+    "define_awd_lstm_ptb_define": (
+        "Table 1c: AWD-LSTM + DeFINE n=128, k=1024, N=7, m=400; output tied at n=128",
+        dict(AWD, define_map_dim=128, define_transform="define", define_depth=7, define_expand_dim=1024,
+             define_out_dim=400)),
+    # CPU sizes
+    "define_lstm_small": (
+        "For the PTB run on a CPU: 2 layers of 512, n=128 -> m=256, AWD dropouts",
+        dict(lstm_layers=2, lstm_hidden_dim=512, adaptive_cutoff="", define_map_dim=128, define_out_dim=256,
+             define_transform="define", define_depth=3, define_expand_dim=512, dropout=0.3, dropout_hidden=0.2,
+             dropout_input=0.3, dropout_embedding=0.05, weight_drop=0.3)),
+    "define_lstm_tiny": (
+        "For tests: 2 layers of 32, n=16",
+        dict(lstm_layers=2, lstm_hidden_dim=32, adaptive_cutoff="", define_map_dim=16, define_depth=3,
+             define_expand_dim=64)),
+}
+register_architectures("define_lstm_lm", ARCHITECTURES)

@@ -16,15 +16,11 @@ keeps one memory per stream and starts it empty at a stream's first segment.
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 import torch.nn as nn
-from fairseq.models import (
-    FairseqIncrementalDecoder,
-    register_model,
-    register_model_architecture,
-)
+from fairseq.models import register_model
 from fairseq.modules import FairseqDropout
 from omegaconf import II
 
@@ -41,13 +37,8 @@ from ..modules.relative_attention import (
     init_transformer_xl_weights,
     relative_positions,
 )
-from .define_lm import (
-    DefineLanguageModel,
-    StreamStateMixin,
-    adaptive_map,
-    define_on_map,
-    set_defaults,
-)
+from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
+from .named_architectures import register_architectures
 
 
 Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
@@ -127,7 +118,10 @@ class TransformerXLLanguageModel(DefineLanguageModel):
         return tgt_len if isinstance(tgt_len, int) else None
 
 
-class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
+class TransformerXLDecoder(StreamStateDecoder):
+    incremental_state_key = "mems"
+    state_batch_dim = 0  # the state: one [B, <=mem_len, d] tensor per layer
+
     def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
         super().__init__(dictionary)
         self.cfg = cfg
@@ -148,8 +142,6 @@ class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
         self.content_bias = nn.Parameter(torch.zeros(cfg.decoder_attention_heads, cfg.decoder_head_dim))
         self.position_bias = nn.Parameter(torch.zeros(cfg.decoder_attention_heads, cfg.decoder_head_dim))
         self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input)
-        # stream name -> (index of the segment the memory precedes, memory)
-        self._stream_memory: Dict[str, tuple] = {}
 
     # -- memory -------------------------------------------------------------------------
     def memory_span(self, segment_len: int) -> int:
@@ -158,17 +150,6 @@ class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
         [s - mem_len, s + T); those positions are right once the segments holding them
         are, so each layer adds ceil(mem_len / T) whole segments."""
         return self.cfg.decoder_layers * math.ceil(self.cfg.mem_len / segment_len) * segment_len
-
-    def reset_memory(self) -> None:
-        self._stream_memory.clear()
-
-    def _stream_mems(self, stream: Optional[str], segment: Optional[int], batch: int) -> Optional[Memory]:
-        if stream is None or segment is None:
-            return None
-        entry = self._stream_memory.get(stream)
-        if entry is None or entry[0] != segment or entry[1][0].size(0) != batch:
-            return None  # a stream's first segment, or not the segment that follows
-        return entry[1]
 
     def _update_memory(self, hidden: Memory, mems: Optional[Memory]) -> Optional[Memory]:
         if self.cfg.mem_len <= 0:
@@ -182,34 +163,9 @@ class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
             ]
 
     # -- forward --------------------------------------------------------------------------
-    def forward(
-        self,
-        prev_output_tokens,
-        src_lengths=None,
-        encoder_out=None,
-        incremental_state=None,
-        stream: Optional[str] = None,
-        segment: Optional[int] = None,
-        features_only: bool = False,
-        **kwargs,
-    ):
-        """``stream``/``segment`` (set by the contiguous_lm task) carry memory between calls;
-        with ``incremental_state`` (generation) the memory lives there and only the newest
-        token is fed."""
-        if incremental_state is not None:
-            mems = self.get_incremental_state(incremental_state, "mems")
-            tokens = prev_output_tokens[:, -1:] if mems is not None else prev_output_tokens
-        else:
-            mems = self._stream_mems(stream, segment, prev_output_tokens.size(0))
-            tokens = prev_output_tokens
-        x, new_mems = self.extract_features(tokens, mems)
-        if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "mems", new_mems)
-        elif stream is not None and segment is not None and new_mems is not None:
-            self._stream_memory[stream] = (segment + 1, new_mems)
-        return x, {"attn": [None], "inner_states": None}
-
-    def extract_features(self, tokens, mems: Optional[Memory] = None):
+    def step(self, tokens, mems: Optional[Memory] = None):
+        """(features [B, T, d], the memory for the next segment (None with mem_len 0),
+        extra), reading ``mems`` of the segments before."""
         B, T = tokens.shape
         M = 0 if mems is None else mems[0].size(1)
         x = self.dropout(self.embed_tokens(tokens) * self.embed_scale)  # [B, T, d]
@@ -221,72 +177,56 @@ class TransformerXLDecoder(StreamStateMixin, FairseqIncrementalDecoder):
         for i, layer in enumerate(self.layers):
             layer_inputs.append(x)
             x = layer(x, pos, self.content_bias, self.position_bias, mask, None if mems is None else mems[i])
-        return self.dropout(x), self._update_memory(layer_inputs, mems)  # [B, T, d]
+        new_mems = self._update_memory(layer_inputs, mems)
+        return self.dropout(x), new_mems, {"attn": [None], "inner_states": None}  # [B, T, d]
 
-    def output_layer(self, features, **kwargs):
-        return features  # scored by the adaptive softmax
 
-    def max_positions(self):
-        return int(1e6)  # relative positions: no limit on the stream length
-
-    def reorder_incremental_state(self, incremental_state, new_order):
-        mems = self.get_incremental_state(incremental_state, "mems")
-        if mems is not None:
-            self.set_incremental_state(
-                incremental_state, "mems", [m.index_select(0, new_order) for m in mems]
-            )
-
+# -- named architectures ---------------------------------------------------------------
 
 WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
 D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)  # 10 heads of 41 (Table 2)
+UNIT = dict(define_transform="define", define_expand_dim=4096, define_depth=3)  # Table 2's DeFINE rows
 
 
-@register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d410")
-def txl_wt103_standard_d410(args):
-    """Table 2, Transformer-XL standard: 16 layers, d=410, inner 2100, n=d=410."""
-    set_defaults(args, define_map_dim=410, **WT103)
+def _projective(n: int, **unit) -> dict:
+    """Table 2 at d=384: adaptive input n (div_val 1) projected to d."""
+    return dict(WT103, **D384, define_map_dim=n, **unit)
 
 
-@register_model_architecture("define_transformer_xl", "define_txl_wt103_standard_d384")
-def txl_wt103_standard_d384(args):
-    """Table 2, standard at d=384 (inner 1920, 10 heads of 41), n=d=384."""
-    set_defaults(args, define_map_dim=384, **D384, **WT103)
-
-
-def _register_rows():
-    for n in (384, 256, 128, 64):
-        for kind in ("projective", "define"):
-            name = f"define_txl_wt103_{kind}_n{n}"
-
-            def arch(args, n=n, kind=kind):
-                extra = dict(define_transform="define", define_expand_dim=4096, define_depth=3) if kind == "define" else {}
-                set_defaults(args, define_map_dim=n, **D384, **WT103, **extra)
-
-            arch.__doc__ = (
-                f"Table 2, {kind} row at n={n}: adaptive input n={n} (div_val 1) projected to d=384"
-                + (", DeFINE N=3, k=4096, m=384 on the projection" if kind == "define" else "")
-            )
-            register_model_architecture("define_transformer_xl", name)(arch)
-
-
-_register_rows()
-
-
-@register_model_architecture("define_transformer_xl", "define_txl_small")
-def txl_small(args):
-    """For the WikiText-2 run on a CPU: 4 layers, d=256 (4 heads of 64), inner 1024, n=128
-    projected to 256, tgt_len = mem_len = 64."""
-    set_defaults(
-        args, decoder_layers=4, decoder_embed_dim=256, decoder_attention_heads=4, decoder_head_dim=64,
-        decoder_ffn_embed_dim=1024, define_map_dim=128, mem_len=64, adaptive_cutoff="4000,20000",
-        define_expand_dim=1024, define_depth=3,
-    )
-
-
-@register_model_architecture("define_transformer_xl", "define_txl_tiny")
-def txl_tiny(args):
-    """For tests: 2 layers, d=32 (2 heads of 16), inner 64, n=16, mem_len 8."""
-    set_defaults(
-        args, decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_head_dim=16,
-        decoder_ffn_embed_dim=64, define_map_dim=16, mem_len=8, define_expand_dim=64, define_depth=3,
-    )
+ARCHITECTURES = {
+    "define_txl_wt103_standard_d410": ("Table 2, Transformer-XL standard: 16 layers, d=410, inner 2100, n=d=410.",
+                                       dict(WT103, define_map_dim=410)),
+    "define_txl_wt103_standard_d384": ("Table 2, standard at d=384 (inner 1920, 10 heads of 41), n=d=384.",
+                                       _projective(384)),
+    "define_txl_wt103_projective_n384": (
+        "Table 2, projective row at n=384: adaptive input n=384 (div_val 1) projected to d=384", _projective(384)),
+    "define_txl_wt103_define_n384": (
+        "Table 2, define row at n=384: adaptive input n=384 (div_val 1) projected to d=384, "
+        "DeFINE N=3, k=4096, m=384 on the projection", _projective(384, **UNIT)),
+    "define_txl_wt103_projective_n256": (
+        "Table 2, projective row at n=256: adaptive input n=256 (div_val 1) projected to d=384", _projective(256)),
+    "define_txl_wt103_define_n256": (
+        "Table 2, define row at n=256: adaptive input n=256 (div_val 1) projected to d=384, "
+        "DeFINE N=3, k=4096, m=384 on the projection", _projective(256, **UNIT)),
+    "define_txl_wt103_projective_n128": (
+        "Table 2, projective row at n=128: adaptive input n=128 (div_val 1) projected to d=384", _projective(128)),
+    "define_txl_wt103_define_n128": (
+        "Table 2, define row at n=128: adaptive input n=128 (div_val 1) projected to d=384, "
+        "DeFINE N=3, k=4096, m=384 on the projection", _projective(128, **UNIT)),
+    "define_txl_wt103_projective_n64": (
+        "Table 2, projective row at n=64: adaptive input n=64 (div_val 1) projected to d=384", _projective(64)),
+    "define_txl_wt103_define_n64": (
+        "Table 2, define row at n=64: adaptive input n=64 (div_val 1) projected to d=384, "
+        "DeFINE N=3, k=4096, m=384 on the projection", _projective(64, **UNIT)),
+    "define_txl_small": (
+        "For the WikiText-2 run on a CPU: 4 layers, d=256 (4 heads of 64), inner 1024, n=128 "
+        "projected to 256, tgt_len = mem_len = 64.",
+        dict(decoder_layers=4, decoder_embed_dim=256, decoder_attention_heads=4, decoder_head_dim=64,
+             decoder_ffn_embed_dim=1024, define_map_dim=128, mem_len=64, adaptive_cutoff="4000,20000",
+             define_expand_dim=1024, define_depth=3)),
+    "define_txl_tiny": (
+        "For tests: 2 layers, d=32 (2 heads of 16), inner 64, n=16, mem_len 8.",
+        dict(decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_head_dim=16,
+             decoder_ffn_embed_dim=64, define_map_dim=16, mem_len=8, define_expand_dim=64, define_depth=3)),
+}
+register_architectures("define_transformer_xl", ARCHITECTURES)

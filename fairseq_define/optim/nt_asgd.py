@@ -7,10 +7,13 @@ loss fail to improve on the best of all but the last ``--nonmono`` epochs; from 
 also keeps the running mean of the iterates (ASGD with t0 = 0 and no decay, as AWD-LSTM).
 
 Validation and the checkpoints written after it use the averaged weights, as AWD-LSTM
-evaluates and saves them: ``--task contiguous_lm`` swaps them in at the start of each
-validation, and this optimizer swaps the SGD iterate back before the next training step
-(``zero_grad``, which fairseq calls before every training forward). The iterate and the
-average are both in the optimizer state, so a resumed run continues from the same point.
+evaluates and saves them: ``begin_validation`` swaps them in, and this optimizer swaps the
+SGD iterate back before the next training step (``zero_grad``, which fairseq calls before
+every training forward). fairseq tells no optimizer that validation begins, and gives the
+task its optimizer only in ``train_step``: ``--task contiguous_lm`` keeps the optimizer of
+its last training step and calls its ``begin_validation``, if it has one, at the start of
+each validation. The iterate and the average are both in the optimizer state, so a resumed
+run continues from the same point.
 Two consequences of fairseq's order of events: a checkpoint written without validation
 (``--disable-validation``, or a save interval shorter than the validation interval) holds
 the iterate; and fairseq steps the schedule after saving and not after a run's last epoch,
@@ -19,7 +22,6 @@ so the trigger never sees the last validation of a run that stopped at ``--max-e
 """
 
 import logging
-import weakref
 from dataclasses import dataclass, field
 from typing import List
 
@@ -44,7 +46,9 @@ class AveragedSGD(torch.optim.Optimizer):
     def __init__(self, params, lr: float, weight_decay: float = 0.0):
         defaults = dict(lr=lr, weight_decay=weight_decay, averaging=False, averaged_steps=0, swapped=False)
         super().__init__(params, defaults)
-        _INSTANCES.add(self)
+        # set by ``use_average``, cleared by the schedule after each validation: did the
+        # validation that just ended use the average?
+        self.validated_average = False
 
     @property
     def averaging(self) -> bool:
@@ -107,19 +111,6 @@ class AveragedSGD(torch.optim.Optimizer):
             group["swapped"] = False
 
 
-_INSTANCES: "weakref.WeakSet[AveragedSGD]" = weakref.WeakSet()
-
-
-def use_averaged_weights(model: torch.nn.Module) -> bool:
-    """Swap the averaged weights of the ``AveragedSGD`` that trains ``model`` into it
-    (nothing if none does, or before averaging starts). True if swapped."""
-    params = {id(p) for p in model.parameters()}
-    for opt in list(_INSTANCES):
-        if any(id(p) in params for group in opt.param_groups for p in group["params"]):
-            return opt.use_average()
-    return False
-
-
 @dataclass
 class NTASGDConfig(FairseqDataclass):
     weight_decay: float = field(default=1.2e-6, metadata={"help": "L2 weight decay (AWD-LSTM: 1.2e-6)"})
@@ -164,6 +155,13 @@ class FairseqNTASGD(FairseqOptimizer):
 
     def start_averaging(self) -> None:
         self._optimizer.start_averaging()
+
+    def begin_validation(self) -> bool:
+        """Validate (and save) the averaged weights, once averaging has begun; True if swapped in."""
+        if self._optimizer.use_average():
+            logger.info("validating the averaged (NT-ASGD) weights")
+            return True
+        return False
 
     @property
     def averaging(self) -> bool:

@@ -47,7 +47,7 @@ class NTASGDSchedule(FairseqLRScheduler):
     def step(self, epoch, val_loss=None):
         super().step(epoch, val_loss)
         inner = self.optimizer.optimizer  # the AveragedSGD
-        if val_loss is not None and inner.averaging and not getattr(inner, "validated_average", False) \
+        if val_loss is not None and inner.averaging and not inner.validated_average \
                 and any(g["averaged_steps"] for g in inner.param_groups):
             logger.warning(
                 "NT-ASGD is averaging, but this validation (and the checkpoint saved after it) "

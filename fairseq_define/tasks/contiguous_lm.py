@@ -39,7 +39,6 @@ from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageMode
 from omegaconf import II
 
 from ..errors import UserError
-from ..optim.nt_asgd import use_averaged_weights
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +208,7 @@ class ContiguousLMTask(LanguageModelingTask):
             )
         self.model_memory_span = None
         self.model_segment_len = None
+        self.train_optimizer = None  # from train_step: fairseq gives the task no other way
 
     def build_model(self, args, from_checkpoint=False):
         model = super().build_model(args, from_checkpoint)
@@ -222,12 +222,17 @@ class ContiguousLMTask(LanguageModelingTask):
             self.model_segment_len = model.segment_length()
         return model
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
+        self.train_optimizer = optimizer  # for begin_valid_epoch
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad, **kwargs)
+
     def begin_valid_epoch(self, epoch, model):
         super().begin_valid_epoch(epoch, model)
-        # NT-ASGD validates (and then saves) the averaged weights, as AWD-LSTM does; its
-        # optimizer puts the SGD iterate back before the next training step
-        if use_averaged_weights(model):
-            logger.info("validating the averaged (NT-ASGD) weights")
+        # an optimizer may validate other weights than its iterate (NT-ASGD: the average, as
+        # AWD-LSTM does) and put the iterate back before its next step
+        begin_validation = getattr(self.train_optimizer, "begin_validation", None)
+        if begin_validation is not None:
+            begin_validation()
 
     @property
     def segment_len(self) -> int:

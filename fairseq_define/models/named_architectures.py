@@ -1,0 +1,32 @@
+"""Named architectures (``--arch NAME``): each model file holds one literal table, name ->
+(docstring, settings), and registers it here in one loop. An architecture fills the settings
+the user left unset: absent, or None as in a config loaded from a checkpoint, where every
+field is present."""
+
+from typing import Callable, Dict, Mapping, Optional, Tuple
+
+from fairseq.models import register_model_architecture
+
+ArchTable = Dict[str, Tuple[str, Mapping[str, object]]]
+
+
+def fill_defaults(args, settings: Mapping[str, object]) -> None:
+    """Set each of ``settings`` on ``args`` (a Namespace or an omegaconf config) unless set."""
+    for key, value in settings.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+def register_architectures(model_name: str, table: ArchTable, base: Optional[Callable] = None) -> None:
+    """Register every row of ``table`` for ``model_name``; ``base`` (if any) fills what the
+    row leaves unset, after it."""
+    for name, (doc, settings) in table.items():
+
+        def arch(args, settings=settings):
+            fill_defaults(args, settings)
+            if base is not None:
+                base(args)
+
+        arch.__name__ = arch.__qualname__ = name
+        arch.__doc__ = doc
+        register_model_architecture(model_name, name)(arch)
