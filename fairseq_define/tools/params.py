@@ -10,7 +10,8 @@ architecture, built without data (only a vocabulary size), and the paper's table
     fairseq-define-params --paper-table 1a     (also 1c, 6, 7, 8: the LSTM language models)
 
 Any other flag is passed to fairseq's argument parser for the architecture (model
-overrides such as ``--define-map-dim 64``).
+overrides such as ``--define-map-dim 64``). The tables' rows and the paper's numbers are
+read from paper_tables.py.
 """
 
 import argparse
