@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from fairseq_define.tools import paper_tables
-from fairseq_define.tools.params import LSTM_TABLES, WT103_VOCAB, build_arch, cli_main
+from fairseq_define.tools.paper_tables import TABLE_6, TABLE_7, TABLE_8, TABLES, params_split
+from fairseq_define.tools.params import WT103_VOCAB, build_arch, cli_main
 
 CELL = r"([0-9.]+) \(([0-9.]+|-)\)"  # "ours (paper)"
 
@@ -18,10 +18,10 @@ def run(capsys, *argv):
     return capsys.readouterr().out
 
 
-def table_rows(out, rows):
+def table_rows(out, names):
     """{row name: [(ours, paper or None)] x (DeFINE, context, input-output, total)}."""
     parsed = {}
-    for name, *_ in rows:
+    for name in names:
         line = next(l for l in out.splitlines() if l.startswith(name + " "))
         cells = re.findall(CELL, line)
         assert len(cells) == 4, line
@@ -37,19 +37,25 @@ def transformer_closed_form(V, d, f, enc_layers, dec_layers, embeddings=3):
     return enc_layers * (attn + ffn + 2 * ln) + dec_layers * (2 * attn + ffn + 3 * ln) + embeddings * V * d
 
 
-PAPER_TABLES = {"1a": paper_tables.TABLE_1A, "6": paper_tables.TABLE_6, "7": paper_tables.TABLE_7,
-                "8": paper_tables.TABLE_8}
+LM_ROWS = {f"{t.id}:{r.id}": r for t in TABLES.values() if t.task == "lm" and "params" in t.metrics for r in t.rows}
 
 
-@pytest.mark.parametrize("table", ["6", "7", "8"])
+@pytest.mark.parametrize("row", LM_ROWS.values(), ids=LM_ROWS.keys())
+def test_paper_params_split_adds_up_to_the_total(row):
+    define, context, io, total = params_split(row)
+    assert total == row.paper["params"]
+    if context is not None:
+        assert abs(define + context + io - total) <= 0.015, row.id  # each rounded to 0.01 in the paper
+
+
+@pytest.mark.parametrize("table", [TABLE_6, TABLE_7, TABLE_8], ids=lambda t: t.id)
 def test_lstm_table_columns(capsys, table):
-    _, rows = LSTM_TABLES[table]
-    parsed = table_rows(run(capsys, "--paper-table", table), rows)
-    paper_by_arch = {r.arch: r.paper["params"] for r in PAPER_TABLES[table].rows}
-    for name, arch, *_ in rows:
+    parsed = table_rows(run(capsys, "--paper-table", table.id), [r.name for r in table.rows])
+    for row in table.rows:
+        name, arch = row.name, row.arch
         (define, p_define), (context, p_context), (io, p_io), (total, p_total) = parsed[name]
-        # the paper's total is the one paper_tables.py holds for the same architecture
-        assert p_total == paper_by_arch[arch], name
+        # the paper's numbers as paper_tables.py holds them, printed on the row's own line
+        assert (p_define, p_context, p_io, p_total) == params_split(row), name
         # context model and input-output reproduce the paper exactly (2 decimals)
         if p_context is not None:
             assert (context, io) == (p_context, p_io), name

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from fairseq_define.errors import UserError
 from fairseq_define.modules import DefineEmbedding, cache_define_tables, split_and_mix
-from fairseq_define.tools import results
+from fairseq_define.tools import correlation_maps as corr
+from fairseq_define.tools import figures, result_records, results, train_log
 from fairseq_define.tools.paper_tables import TABLES
 
 from .conftest import define_options, run_cli
@@ -89,15 +91,15 @@ def cli(capsys, *argv):
 @pytest.mark.parametrize("fmt", ["simple", "json"])
 def test_training_log_parsing(fmt, tmp_path):
     lines = LOGS[fmt]
-    assert results.parse_params(lines) == {"define": 0.34, "context": 1.91, "input_output": 1.29, "total": 3.54}
-    assert results.parse_updates(lines) == 812  # the last count seen: the end-of-epoch train line
-    records = results.parse_validation(lines)
+    assert train_log.parse_params(lines) == {"define": 0.34, "context": 1.91, "input_output": 1.29, "total": 3.54}
+    assert train_log.parse_updates(lines) == 812  # the last count seen: the end-of-epoch train line
+    records = train_log.parse_validation(lines)
     assert [r["valid_num_updates"] for r in records] == [400, 800]
     assert [r["valid_ppl"] for r in records] == [241.49, 207.94]
     assert [r["valid_loss"] for r in records] == [7.916, 7.7]
     log = write_log(tmp_path / "train.log", lines)
-    assert results.validation_curve(str(log), "valid_ppl") == [(400, 241.49), (800, 207.94)]
-    assert results.validation_curve(str(log), "valid_loss") == [(400, 7.916), (800, 7.7)]
+    assert train_log.validation_curve(str(log), "valid_ppl") == [(400, 241.49), (800, 207.94)]
+    assert train_log.validation_curve(str(log), "valid_loss") == [(400, 7.916), (800, 7.7)]
 
 
 @pytest.mark.parametrize("line, updates", [
@@ -108,18 +110,18 @@ def test_training_log_parsing(fmt, tmp_path):
     ("| INFO | fairseq_cli.train | done training in 3.2 seconds", None),
 ])
 def test_updates_from_one_line_of_either_format(line, updates):
-    assert results.parse_updates(["2026-11-22 04:05:24 " + line]) == updates
+    assert train_log.parse_updates(["2026-11-22 04:05:24 " + line]) == updates
 
 
 def test_bleu_curve_keeps_the_last_value_of_a_resumed_update(tmp_path):
     log = write_log(tmp_path / "nmt" / "train.log", NMT_BLEU_LOG)
-    assert results.validation_curve(str(log), "valid_bleu") == [(130, 1.73), (260, 4.5)]
-    assert results.parse_params(NMT_BLEU_LOG) is None
+    assert train_log.validation_curve(str(log), "valid_bleu") == [(130, 1.73), (260, 4.5)]
+    assert train_log.parse_params(NMT_BLEU_LOG) is None
 
 
 def test_a_validation_line_without_updates_takes_the_last_count_seen():
     lines = [SIMPLE_LOG[2], "| INFO | valid | epoch 001 | valid on 'valid' subset | loss 7.9 | ppl 240.1"]
-    assert results.parse_validation(lines)[0]["valid_num_updates"] == 200
+    assert train_log.parse_validation(lines)[0]["valid_num_updates"] == 200
 
 
 # -- rows ---------------------------------------------------------------------------------
@@ -344,7 +346,7 @@ def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
     torch.manual_seed(0)
     emb = DefineEmbedding(define_options(define_transform=transform, define_depth=depth, define_map=map_kind,
                                          define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24)
-    maps = results.correlation_maps(emb, 40, chunk=16)  # several chunks
+    maps = corr.correlation_maps(emb, 40, chunk=16)  # several chunks
     assert emb.training  # the mode is restored
     assert len(maps) == 2 + depth
     assert [m.title for m in maps] == (
@@ -365,22 +367,22 @@ def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
 def test_correlation_maps_of_the_first_tokens_and_of_embeddings_without_a_unit():
     torch.manual_seed(0)
     emb = DefineEmbedding(define_options(define_transform="projective"), 40, 1, 24)
-    maps = results.correlation_maps(emb, 40, max_tokens=10)
+    maps = corr.correlation_maps(emb, 40, max_tokens=10)
     assert [m.title for m in maps] == ["map e_i (n=16)", "e_o (m=24)"]
     np.testing.assert_allclose(maps[0].corr, manual_corr(emb.map.weight[:10]), atol=1e-5)
     table = torch.nn.Embedding(40, 8)
-    (only,) = results.correlation_maps(table, 40)
+    (only,) = corr.correlation_maps(table, 40)
     assert only.title == "map e_i (n=8)"
     np.testing.assert_allclose(only.corr, manual_corr(table.weight), atol=1e-5)
     # cached tables (section 3.4): the unit is gone; e_o is the cached table
     define = DefineEmbedding(define_options(), 40, 1, 24)
-    live = results.correlation_maps(define, 40)
+    live = corr.correlation_maps(define, 40)
     cache_define_tables(define)
-    cached = results.correlation_maps(define, 40)
+    cached = corr.correlation_maps(define, 40)
     assert [m.title for m in cached] == ["map e_i (n=16)", "e_o (m=24)"]
     np.testing.assert_allclose(cached[1].corr, live[-1].corr, atol=1e-5)
-    with pytest.raises(results.UserError, match="at least 1"):
-        results.correlation_maps(define, 40, max_tokens=0)
+    with pytest.raises(UserError, match="at least 1"):
+        corr.correlation_maps(define, 40, max_tokens=0)
 
 
 def test_translation_models_use_the_encoder_embedding():
@@ -394,7 +396,7 @@ def test_translation_models_use_the_encoder_embedding():
         "-", "--task", "translation", "--arch", "define_transformer_tiny", "--encoder-layers", "1",
         "--decoder-layers", "1", "--define-map-dim", "16", "--define-expand-dim", "64"])
     model = build_model(args, VocabularyOnlyTask(dictionary_of_size(30), dictionary_of_size(50)))
-    embed, vocab = results.token_embedding(model)
+    embed, vocab = corr.token_embedding(model)
     assert embed is model.encoder.embed_tokens and vocab == 30
 
 
@@ -438,9 +440,9 @@ def test_correlations_cli_draws_one_panel_per_map(tiny_lm_checkpoint, tmp_path, 
     assert all(line.startswith(f"expand layer {l + 1} (width ") for l, line in enumerate(lines[1:-1]))
     assert "64 of 64 vocabulary entries" in out and f"({2 + depth} panels)" in out
     # the numbers are those of the saved weights
-    expected = results.correlation_maps(model.decoder.embed_tokens, 64)
+    expected = corr.correlation_maps(model.decoder.embed_tokens, 64)
     assert [float(line.rsplit(" ", 1)[1]) for line in lines] == [round(m.mean_off_diagonal, 4) for m in expected]
-    width = (results.PANEL_INCHES * (2 + depth) + results.COLORBAR_INCHES) * results.DPI
+    width = (corr.PANEL_INCHES * (2 + depth) + corr.COLORBAR_INCHES) * figures.DPI
     assert width == 1600
     assert_drawn(read_png(png), width, 350)
 
@@ -454,8 +456,8 @@ def test_correlations_of_a_missing_checkpoint_is_a_clear_error(tmp_path, capsys)
 
 
 def test_plot_correlations_draws_each_map_in_its_panel(tmp_path):
-    maps = [results.CorrelationMap(f"p{i}", np.corrcoef(np.random.RandomState(i).randn(8, 50)), 0.5) for i in range(3)]
-    fig = results.plot_correlations(maps, str(tmp_path / "three.png"))
+    maps = [corr.CorrelationMap(f"p{i}", np.corrcoef(np.random.RandomState(i).randn(8, 50)), 0.5) for i in range(3)]
+    fig = corr.plot_correlations(maps, str(tmp_path / "three.png"))
     image = read_png(tmp_path / "three.png")
     assert_drawn(image, 1000, 350)
     panels = [ax for ax in fig.axes if ax.get_title()]
@@ -477,7 +479,7 @@ def test_record_counts_parameters_on_the_checkpoint_when_the_log_has_no_distribu
     shutil.copy(path, run / "checkpoint_last.pt")
     (run / "train.log").write_text(
         "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: 9,999,999)\n")
-    result = results.build_result("1c", "awd_lstm", str(run), metrics=["valid_ppl=100"])
+    result = result_records.build_result("1c", "awd_lstm", str(run), metrics=["valid_ppl=100"])
     expected = {k: round(v / 1e6, 2) for k, v in parameter_distribution(model).items()}
     assert result["params"] == expected
     assert 0 < result["params"]["total"] < 1  # the tiny model, not fairseq's 10M count

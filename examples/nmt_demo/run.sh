@@ -207,7 +207,7 @@ import sys
 from fairseq import checkpoint_utils
 from fairseq_define.param_report import format_distribution, parameter_distribution
 from fairseq_define.tools.params import build_arch, define_units, same_size_flags
-from fairseq_define.tools.results import load_model
+from fairseq_define.tools.result_records import load_model
 
 path, vocab = sys.argv[1], int(sys.argv[2])
 model = load_model(path)

@@ -1,14 +1,20 @@
 """The paper's result tables as data: for every row, the architecture that reproduces it, the
 extra training settings of its full-scale run and of its small CPU run, and the numbers the
-paper reports. The recipes in ``run_scripts/`` read their rows from here
-(``fairseq-define-results rows``) and the results tool prints our numbers beside these.
+paper reports. The one home of these numbers and row lists: the recipes in ``run_scripts/``
+read their rows from here (``fairseq-define-results rows``), the results tool prints our
+numbers beside these, and ``fairseq-define-params --paper-table`` its parameter counts.
 
 Paper numbers are from the ICLR 2020 version: Tables 1a, 1c, 2a, 3, 5, 6, 7, 8 (parameters in
-millions; perplexity for the language models; BLEU for translation).
+millions, split into DeFINE / context model / input-output where the paper does; perplexity
+for the language models; BLEU for translation).
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
+
+from ..errors import UserError
+
+RESULTS_PROG = "fairseq-define-results"
 
 
 @dataclass(frozen=True)
@@ -16,12 +22,28 @@ class Row:
     id: str  # run directory name, unique in its table
     label: str  # the paper's row label
     arch: str  # registered architecture of the full-scale run
-    paper: Dict[str, Optional[float]]  # params (M), valid/test ppl, or bleu_newstest2014/2017
+    # params (M; with define / context / input_output where the paper splits them), valid/test
+    # ppl, or bleu_newstest2014/2017
+    paper: Dict[str, Optional[float]]
     args: Tuple[str, ...] = ()  # extra fairseq-train arguments, full scale
     small_args: Tuple[str, ...] = ()  # extra fairseq-train arguments of the small CPU run
     small_arch: Optional[str] = None  # architecture of the small run (default: arch)
     source: Optional[str] = None  # Table 5: the Table 2 row whose model is compressed
     compressed: bool = False  # Table 5: evaluate the compressed model
+    short: Optional[str] = None  # the row's name in fairseq-define-params (default: label)
+    # Tables 6-8 give totals only: the Table 1a row with the same context model and
+    # input-output layers (n = m), from which their DeFINE share follows
+    shared_with: Optional[str] = None
+
+    @property
+    def name(self) -> str:
+        return self.short or self.label
+
+    def train_arch(self, small: bool) -> str:
+        return (self.small_arch or self.arch) if small else self.arch
+
+    def train_args(self, small: bool) -> Tuple[str, ...]:
+        return self.small_args if small else self.args
 
 
 @dataclass(frozen=True)
@@ -37,11 +59,19 @@ class Table:
         for r in self.rows:
             if r.id == row_id:
                 return r
-        raise KeyError(f"Table {self.id} has no row {row_id!r}; rows: {', '.join(r.id for r in self.rows)}")
+        raise UserError(
+            f"table {self.id} has no row {row_id!r}; use one of {', '.join(r.id for r in self.rows)} "
+            f"({RESULTS_PROG} rows --table {self.id} lists them)"
+        )
 
 
-def _ppl(params, valid, test):
-    return {"params": params, "valid_ppl": valid, "test_ppl": test}
+def _ppl(params, valid, test, split=None):
+    """The paper's numbers of a language model row; ``split``: its (DeFINE, context model,
+    input-output) parameters where the paper gives them."""
+    paper = {"params": params, "valid_ppl": valid, "test_ppl": test}
+    if split is not None:
+        paper.update(zip(("define", "context", "input_output"), split))
+    return paper
 
 
 # -- LSTM on WikiText-103 (Tables 1a, 6, 7, 8). Small runs: WikiText-2, 2 LSTM layers of 256,
@@ -59,17 +89,21 @@ TABLE_1A = Table(
     "1a", "LSTM language model on WikiText-103 (Table 1a)", "lm", "wikitext-103",
     ("params", "valid_ppl", "test_ppl"),
     (
-        Row("r1_standard", "R1 Standard, n=256", "define_lstm_wt103_r1_standard", _ppl(92.17, 43.24, 44.12),
+        Row("r1_standard", "R1 Standard, n=256", "define_lstm_wt103_r1_standard",
+            _ppl(92.17, 43.24, 44.12, (0.0, 23.36, 68.81)), short="R1 standard n=256",
             args=("--criterion", "cross_entropy"),  # a full softmax: no adaptive bands
             small_args=_lstm_small(256, adaptive=False) + ("--criterion", "cross_entropy")),
-        Row("r2_adaptive", "R2 Adaptive, n=256", "define_lstm_wt103_r2_adaptive", _ppl(32.61, 43.49, 44.87),
-            small_args=_lstm_small(256)),
+        Row("r2_adaptive", "R2 Adaptive, n=256", "define_lstm_wt103_r2_adaptive",
+            _ppl(32.61, 43.49, 44.87, (0.0, 23.36, 9.25)), short="R2 adaptive n=256", small_args=_lstm_small(256)),
         Row("r3_define_n256", "R3 Adaptive + DeFINE, N=3, n=256", "define_lstm_wt103_r3_define_n256",
-            _ppl(33.02, 39.99, 41.17), small_args=_lstm_small(256, 1024)),
+            _ppl(33.02, 39.99, 41.17, (0.41, 23.36, 9.25)), short="R3 DeFINE N=3 n=256",
+            small_args=_lstm_small(256, 1024)),
         Row("r4_define_n384", "R4 Adaptive + DeFINE, N=7, n=384", "define_lstm_wt103_r4_define_n384",
-            _ppl(40.46, 36.95, 38.01), small_args=_lstm_small(384, 1024)),
+            _ppl(40.46, 36.95, 38.01, (1.83, 24.73, 13.90)), short="R4 DeFINE N=7 n=384",
+            small_args=_lstm_small(384, 1024)),
         Row("r5_define_n512", "R5 Adaptive + DeFINE, N=11, n=512", "define_lstm_wt103_r5_define_n512",
-            _ppl(48.69, 34.94, 35.94), small_args=_lstm_small(512, 1024)),
+            _ppl(48.69, 34.94, 35.94, (3.89, 26.24, 18.55)), short="R5 DeFINE N=11 n=512",
+            small_args=_lstm_small(512, 1024)),
     ),
 )
 
@@ -81,11 +115,12 @@ TABLE_6 = Table(
     "wikitext-103", ("params", "valid_ppl", "test_ppl"),
     # small: 4 groups at most (GLT: everywhere), as the default g_max = 2 at m = 48 would leave
     # one group after the first layer, where mixing the input in equals concatenating it
-    tuple(Row(t, label, f"define_lstm_wt103_t6_{t}", _ppl(p, v, te),
+    tuple(Row(t, label, f"define_lstm_wt103_t6_{t}", _ppl(p, v, te), shared_with="r4_define_n384",
               small_args=_lstm_small(384, 1024) + ("--define-max-groups", "4"))
           for t, label, p, v, te in _T6),
 )
 
+_T1A_AT = {256: "r3_define_n256", 384: "r4_define_n384", 512: "r5_define_n512"}  # Table 1a's row at n = m
 _T7 = ((3, 256, ((1024, 33.02, 39.99, 41.17), (1536, 33.15, 40.08, 41.25), (2048, 33.29, 40.23, 41.37))),
        (7, 384, ((1024, 40.73, 36.95, 38.01), (1536, 41.86, 36.85, 37.81), (2048, 43.19, 36.95, 37.84))),
        (11, 512, ((1024, 49.55, 34.94, 35.94), (1536, 52.02, 35.25, 35.98), (2048, 55.02, 35.00, 35.92))))
@@ -93,7 +128,7 @@ TABLE_7 = Table(
     "7", "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)", "lm", "wikitext-103",
     ("params", "valid_ppl", "test_ppl"),
     tuple(Row(f"n{N}_k{k}", f"N={N}, n=m={n}, k={k}", f"define_lstm_wt103_t7_n{N}_k{k}", _ppl(p, v, te),
-              small_args=_lstm_small(n, k))
+              short=f"N={N} n=m={n} k={k}", shared_with=_T1A_AT[n], small_args=_lstm_small(n, k))
           for N, n, rows in _T7 for k, p, v, te in rows),
 )
 
@@ -102,9 +137,11 @@ TABLE_8 = Table(
     "wikitext-103", ("params", "valid_ppl", "test_ppl"),
     (
         Row("residual", "8a DeFINE + residual connections", "define_lstm_wt103_t8_residual",
-            _ppl(41.63, 38.96, 40.03), small_args=_lstm_small(384, 1024)),
-        Row("define", "8a/8b DeFINE (MER)", "define_lstm_wt103_t6_define", _ppl(40.89, 36.95, 38.01),
+            _ppl(41.63, 38.96, 40.03), short="8a DeFINE + residual", shared_with="r4_define_n384",
             small_args=_lstm_small(384, 1024)),
+        Row("define", "8a/8b DeFINE (MER)", "define_lstm_wt103_t6_define", TABLE_6.row("define").paper,  # Table 6's
+            short="8a/b DeFINE (MER)", shared_with="r4_define_n384", small_args=_lstm_small(384, 1024)),
+        # without Reduce the LSTM reads k dims, so its context model is not Table 1a's
         Row("no_reduce", "8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", _ppl(43.91, 37.19, 38.34),
             small_args=_lstm_small(384, 1024)),
     ),
@@ -116,6 +153,7 @@ TABLE_1C = Table(
     ("params", "valid_ppl", "test_ppl"),
     (
         Row("awd_lstm", "AWD-LSTM (Merity et al., 2018b)", "define_awd_lstm_ptb", _ppl(24.0, 61.2, 58.8),
+            short="AWD-LSTM",
             small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "128")),
         Row("awd_lstm_define", "AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", _ppl(20.0, 56.5, 54.2),
             small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "32",
@@ -135,6 +173,11 @@ def _txl_small(n: int, define: bool = False) -> Tuple[str, ...]:
     return _TXL_SMALL + ("--define-map-dim", str(_TXL_N[n])) + (("--define-expand-dim", "512") if define else ())
 
 
+# Table 2a's parameter split: the 1920-inner context model, the tied input-output layers at
+# each n, and the DeFINE unit (N=3, k=4096, m=384) of every DeFINE row
+_T2_CONTEXT = 36.25
+_T2_IO = {384: 103.08, 256: 69.20, 128: 34.73, 64: 17.50}
+_T2_DEFINE = 1.92
 _T2 = (("standard_d384", "Standard, n=384", "define_txl_wt103_standard_d384", 384, False, 139.33, 26.10, 27.06),
        ("define_n384", "DeFINE, n=384", "define_txl_wt103_define_n384", 384, True, 141.25, 23.59, 24.17),
        ("projective_n256", "Projective, n=256", "define_txl_wt103_projective_n256", 256, False, 105.45, 27.18, 28.09),
@@ -146,24 +189,28 @@ _T2 = (("standard_d384", "Standard, n=384", "define_txl_wt103_standard_d384", 38
 TABLE_2 = Table(
     "2", "Transformer-XL on WikiText-103 (Table 2a)", "lm", "wikitext-103", ("params", "valid_ppl", "test_ppl"),
     (Row("standard_d410", "Standard, n=d=410, inner 2100 (Dai et al.)", "define_txl_wt103_standard_d410",
-         _ppl(151.11, None, 24.03), small_args=_txl_small(410)[:-2] + ("--define-map-dim", "64",
-                                                                         "--decoder-ffn-embed-dim", "280")),)
-    + tuple(Row(i, label, arch, _ppl(p, v, t), small_args=_txl_small(n, d)) for i, label, arch, n, d, p, v, t in _T2),
+         _ppl(151.11, None, 24.03, (0.0, 41.07, 110.04)), short="Standard d=410",
+         small_args=_txl_small(410)[:-2] + ("--define-map-dim", "64", "--decoder-ffn-embed-dim", "280")),)
+    + tuple(Row(i, label, arch, _ppl(p, v, t, (_T2_DEFINE if d else 0.0, _T2_CONTEXT, _T2_IO[n])),
+                short="Standard d=384" if i == "standard_d384" else label.replace(",", ""),
+                small_args=_txl_small(n, d))
+            for i, label, arch, n, d, p, v, t in _T2),
 )
 
 # -- Compression (Table 5): Shu & Nakayama's 32 x 16 codes on three Table 2 models.
 TABLE_5 = Table(
     "5", "Transformer-XL on WikiText-103 with and without compositional-code compression (Table 5)", "lm",
     "wikitext-103", ("table_mb", "test_ppl"),
+    # the uncompressed rows are Table 2's models: their label and test perplexity are Table 2's
     tuple(
-        Row(f"{src}{'_compressed' if comp else ''}", f"{label}, {'32 x 16 codes' if comp else 'uncompressed'}",
-            TABLE_2.row(src).arch, {"table_mb": mb, "test_ppl": ppl}, source=src, compressed=comp)
-        for src, label, rows in (
-            ("standard_d384", "Standard, n=384", ((False, 411, 27.06), (True, 21, 27.36))),
-            ("projective_n128", "Projective, n=128", ((False, 127, 29.16), (True, 21, 29.82))),
-            ("define_n128", "DeFINE, n=128", ((False, 127, 26.33), (True, 21, 26.03))),
-        )
-        for comp, mb, ppl in rows
+        Row(f"{src}{'_compressed' if comp else ''}",
+            f"{TABLE_2.row(src).label}, {'32 x 16 codes' if comp else 'uncompressed'}", TABLE_2.row(src).arch,
+            {"table_mb": mb, "test_ppl": ppl if comp else TABLE_2.row(src).paper["test_ppl"]},
+            source=src, compressed=comp)
+        for src, table_mb, codes_mb, codes_ppl in (("standard_d384", 411, 21, 27.36),
+                                                   ("projective_n128", 127, 21, 29.82),
+                                                   ("define_n128", 127, 21, 26.03))
+        for comp, mb, ppl in ((False, table_mb, None), (True, codes_mb, codes_ppl))
     ),
 )
 
@@ -188,11 +235,20 @@ TABLE_3 = Table(
 TABLES: Dict[str, Table] = {t.id: t for t in (TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_5, TABLE_6, TABLE_7, TABLE_8)}
 
 
-def get_table(table_id: str) -> Table:
+def find_table(table_id: str) -> Table:
     if table_id not in TABLES:
-        raise KeyError(f"no paper table {table_id!r}; tables: {', '.join(TABLES)}")
+        raise UserError(f"unknown paper table {table_id!r}; use one of {', '.join(TABLES)} (e.g. --table 1a)")
     return TABLES[table_id]
 
 
-def rows(table_id: str) -> List[Row]:
-    return list(get_table(table_id).rows)
+def params_split(row: Row) -> Tuple[Optional[float], Optional[float], Optional[float], Optional[float]]:
+    """The paper's (DeFINE, context model, input-output, total) parameters of an LM row, in
+    millions; None where the paper gives no such number. A row that gives only its total and
+    shares its context model and input-output layers with a Table 1a row (Tables 6-8) has
+    the rest for DeFINE."""
+    paper, total = row.paper, row.paper.get("params")
+    if row.shared_with is None:
+        return paper.get("define"), paper.get("context"), paper.get("input_output"), total
+    shared = TABLE_1A.row(row.shared_with).paper
+    context, io = shared["context"], shared["input_output"]
+    return round(total - context - io, 2), context, io, total

@@ -10,7 +10,8 @@ architecture, built without data (only a vocabulary size), and the paper's table
     fairseq-define-params --paper-table 1a     (also 1c, 6, 7, 8: the LSTM language models)
 
 Any other flag is passed to fairseq's argument parser for the architecture (model
-overrides such as ``--define-map-dim 64``).
+overrides such as ``--define-map-dim 64``). The tables' rows and the paper's numbers are
+read from paper_tables.py.
 """
 
 import argparse
@@ -33,6 +34,7 @@ from ..modules.define_embedding import UNIT_TYPES
 from ..modules.define_schedule import build_schedule
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
+from .paper_tables import TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
 
 logger = logging.getLogger("fairseq_define.params")
 
@@ -161,33 +163,25 @@ def unit_parameters(**kwargs) -> int:
     return sum(p.numel() for p in unit.parameters()), unit.schedule
 
 
-# Table 6a/6b lists whole-model totals; the unit's share is the total minus the LSTM context
-# model (24.73M) and the adaptive input-output layers (13.90M) at n = m = 384 (Table 1a, R4).
-TABLE6_SHARED = 24.73 + 13.90
-TABLE6_ROWS = [
-    ("Linear", "linear", None, 42.86),
-    ("GLT", "glt", 4, 39.69),
-    ("GLT + Shuffle", "glt_shuffle", 4, 39.69),
-    ("HGT", "hgt", None, 40.73),
-    ("DeFINE (w/o mixer)", "define_nomix", None, 40.89),
-    ("DeFINE", "define", None, 40.89),
-]
+# Table 6's GLT rows use 4 groups in every layer and in Reduce; the others the default g_max.
+TABLE6_GROUPS = {"glt": 4, "glt_shuffle": 4}
 
 
 def table_6a() -> None:
+    _, context, io, _ = params_split(TABLE_6.rows[0])  # every row's: Table 1a's at n = m = 384
     print(
         "Table 6: N=7, n=m=384, k=1024. Layer stacks counted as in the paper: F_G weights "
         "(eq. 1) and the Reduce [k; n] -> m, no bias or normalization; GLT uses 4 groups in "
-        "every layer and in Reduce. Paper column = row total - 38.63M (context 24.73M + "
-        "adaptive input-output 13.90M)."
+        f"every layer and in Reduce. Paper column = row total - {context + io:.2f}M (context {context:.2f}M + "
+        f"adaptive input-output {io:.2f}M)."
     )
     print(f"{'layer':<20} {'ours':>8} {'paper':>8}  schedule")
-    for name, transform, groups, total in TABLE6_ROWS:
+    for row in TABLE_6.rows:
         count, sched = unit_parameters(
-            map_dim=384, expand_dim=1024, depth=7, out_dim=384, transform=transform,
-            max_groups=groups, bias=False, norm="none",
+            map_dim=384, expand_dim=1024, depth=7, out_dim=384, transform=row.id,
+            max_groups=TABLE6_GROUPS.get(row.id), bias=False, norm="none",
         )
-        print(f"{name:<20} {count / 1e6:>7.2f}M {total - TABLE6_SHARED:>7.2f}M  {sched.describe()}")
+        print(f"{row.name:<20} {count / 1e6:>7.2f}M {params_split(row)[0]:>7.2f}M  {sched.describe()}")
     print(
         "Linear and GLT reproduce the paper; the HGT/DeFINE rows depend on g_max, which the "
         "paper does not state (default here: 2^ceil(log2(m/32)) = 16)."
@@ -195,32 +189,31 @@ def table_6a() -> None:
 
 
 def table_3(vocab: int) -> None:
+    base_row, define_row = TABLE_3.rows
     print(
         f"Table 3 (WMT14 EN-DE), a shared {vocab}-token vocabulary, architectures' defaults "
         "(separate encoder/decoder tables; define_transformer ties the decoder output to "
-        "its n-dim map). Paper: Transformer 92M, Transformer + DeFINE 68M (ratio 0.74; "
+        f"its n-dim map). Paper: {base_row.label} {base_row.paper['params']:.0f}M, {define_row.label} "
+        f"{define_row.paper['params']:.0f}M (ratio {define_row.paper['params'] / base_row.paper['params']:.2f}; "
         "OpenNMT with separate ~31K vocabularies)."
     )
-    base = report_arch("transformer_wmt_en_de", vocab)
+    base = report_arch(base_row.arch, vocab)
     for style in STYLES:
-        ours = report_arch("define_transformer_wmt_en_de", vocab, extra=["--define-style", style])
-        print(f"ratio define_transformer_wmt_en_de ({style} unit) / transformer_wmt_en_de = "
+        ours = report_arch(define_row.arch, vocab, extra=["--define-style", style])
+        print(f"ratio {define_row.arch} ({style} unit) / {base_row.arch} = "
               f"{ours['total'] / base['total']:.3f}")
 
 
-# Table 2 (WikiText-103, Transformer-XL): (row, arch, paper's DeFINE / context / input-output)
-TABLE2_ROWS = [
-    ("Standard d=410", "define_txl_wt103_standard_d410", None, 41.07, 110.04),
-    ("Standard d=384", "define_txl_wt103_standard_d384", None, 36.25, 103.08),
-    ("Projective n=384", "define_txl_wt103_projective_n384", None, 36.25, 103.08),
-    ("Projective n=256", "define_txl_wt103_projective_n256", None, 36.25, 69.20),
-    ("Projective n=128", "define_txl_wt103_projective_n128", None, 36.25, 34.73),
-    ("Projective n=64", "define_txl_wt103_projective_n64", None, 36.25, 17.50),
-    ("DeFINE n=384", "define_txl_wt103_define_n384", 1.92, 36.25, 103.08),
-    ("DeFINE n=256", "define_txl_wt103_define_n256", 1.92, 36.25, 69.20),
-    ("DeFINE n=128", "define_txl_wt103_define_n128", 1.92, 36.25, 34.73),
-    ("DeFINE n=64", "define_txl_wt103_define_n64", 1.92, 36.25, 17.50),
-]
+# Table 2 (WikiText-103, Transformer-XL) as fairseq-define-params lists it: standard, then
+# projective, then DeFINE rows, with a projective n = d = 384 row that the paper leaves out
+# (its counts are the standard n=384 row's).
+def _txl_rows(kind: str) -> list:
+    return [(row.name, row.arch, row) for row in TABLE_2.rows if row.id.startswith(kind)]
+
+
+TABLE2_ROWS = (_txl_rows("standard")
+               + [("Projective n=384", "define_txl_wt103_projective_n384", TABLE_2.row("standard_d384"))]
+               + _txl_rows("projective") + _txl_rows("define"))
 WT103_VOCAB = 267735
 
 
@@ -231,64 +224,38 @@ def table_2() -> None:
         "Columns: ours (paper)."
     )
     print(f"{'row':<18} {'DeFINE paper-style':>19} {'authors':>8} {'context model':>17} {'input-output':>17}")
-    for name, arch, p_define, p_context, p_io in TABLE2_ROWS:
+    for name, arch, row in TABLE2_ROWS:
+        p_define, p_context, p_io, _ = params_split(row)
         models = build_styles(arch, WT103_VOCAB)
         c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
         define = f"{c['define']:.2f} ({p_define:.2f})" if p_define else "-"
         authors = _or_dash(_millions(models["authors"], "define")) if p_define else "-"
         print(f"{name:<18} {define:>19} {authors:>8} {c['context']:>7.2f} ({p_context:.2f}) "
               f"{c['input_output']:>8.2f} ({p_io:.2f})")
-    for style, model in build_styles("define_txl_wt103_define_n128", WT103_VOCAB).items():
+    define_row = TABLE_2.row("define_n128")
+    for style, model in build_styles(define_row.arch, WT103_VOCAB).items():
         for unit in define_units(model):
             print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection), {style} style: "
                   f"{unit.schedule.describe()}")
     print(
-        "The context and input-output columns reproduce the paper. The paper's 1.92M DeFINE "
-        "unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
+        f"The context and input-output columns reproduce the paper. The paper's {define_row.paper['define']:.2f}M "
+        "DeFINE unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
         "1.72M parameters, which leaves 0.2M for three Expand layers reaching width 4096."
     )
 
 
 # LSTM language models (Tables 1a, 6, 7, 8): (row, arch, paper DeFINE, context, input-output,
-# total); None where the paper gives no such number. Tables 6-8 give totals only: their
-# DeFINE share is the total minus Table 1a's context and input-output at the same n = m.
-LSTM_SHARED = {256: (23.36, 9.25), 384: (24.73, 13.90), 512: (26.24, 18.55)}
+# total); None where the paper gives no such number.
+def _lstm_rows(table) -> list:
+    return [(row.name, row.arch, *params_split(row)) for row in table.rows]
 
 
-def _lstm_row(name, arch, total, n, define=None, shared=True):
-    context, io = LSTM_SHARED[n] if shared else (None, None)
-    if define is None and shared and total is not None:
-        define = round(total - context - io, 2)
-    return (name, arch, define, context, io, total)
-
-
-TABLE1A_ROWS = [
-    ("R1 standard n=256", "define_lstm_wt103_r1_standard", 0.0, 23.36, 68.81, 92.17),
-    ("R2 adaptive n=256", "define_lstm_wt103_r2_adaptive", 0.0, 23.36, 9.25, 32.61),
-    ("R3 DeFINE N=3 n=256", "define_lstm_wt103_r3_define_n256", 0.41, 23.36, 9.25, 33.02),
-    ("R4 DeFINE N=7 n=384", "define_lstm_wt103_r4_define_n384", 1.83, 24.73, 13.90, 40.46),
-    ("R5 DeFINE N=11 n=512", "define_lstm_wt103_r5_define_n512", 3.89, 26.24, 18.55, 48.69),
-]
-TABLE6_LSTM_ROWS = [
-    _lstm_row(name, f"define_lstm_wt103_t6_{t}", total, 384) for name, t, _, total in TABLE6_ROWS
-]
-TABLE7_ROWS = [
-    _lstm_row(f"N={N} n=m={n} k={k}", f"define_lstm_wt103_t7_n{N}_k{k}", total, n)
-    for N, n, totals in ((3, 256, (33.02, 33.15, 33.29)), (7, 384, (40.73, 41.86, 43.19)),
-                         (11, 512, (49.55, 52.02, 55.02)))
-    for k, total in zip((1024, 1536, 2048), totals)
-]
-TABLE8_ROWS = [
-    _lstm_row("8a DeFINE + residual", "define_lstm_wt103_t8_residual", 41.63, 384),
-    _lstm_row("8a/b DeFINE (MER)", "define_lstm_wt103_t6_define", 40.89, 384),
-    # without Reduce the LSTM reads k dims, so the paper's context model is not Table 1a's
-    _lstm_row("8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", 43.91, 384, shared=False),
-]
+TABLE1A_ROWS = _lstm_rows(TABLE_1A)
 LSTM_TABLES = {
     "1a": ("Table 1a (LSTM on WikiText-103)", TABLE1A_ROWS),
-    "6": ("Table 6 (transformations, N=7, n=m=384, k=1024)", TABLE6_LSTM_ROWS),
-    "7": ("Table 7 (depth N x width k)", TABLE7_ROWS),
-    "8": ("Table 8 (residual connections; no Reduce)", TABLE8_ROWS),
+    "6": ("Table 6 (transformations, N=7, n=m=384, k=1024)", _lstm_rows(TABLE_6)),
+    "7": ("Table 7 (depth N x width k)", _lstm_rows(TABLE_7)),
+    "8": ("Table 8 (residual connections; no Reduce)", _lstm_rows(TABLE_8)),
 }
 
 
@@ -314,10 +281,12 @@ def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
         for style, model in models.items():
             for unit in define_units(model) if model is not None else ():
                 print(f"{'':<24} {style} unit: {unit.schedule.describe()}")
+    r4_define = TABLE_1A.row("r4_define_n384").paper["define"]
+    t6_define = params_split(TABLE_6.row("define"))[0]
     print(
         "The context-model and input-output columns reproduce the paper. Its DeFINE column "
         "cannot be rebuilt exactly (g_max is not stated, and Tables 1a and 6 disagree on the "
-        "same N=7 unit: 1.83M vs 2.26M); the authors' released unit (--define-style authors) "
+        f"same N=7 unit: {r4_define:.2f}M vs {t6_define:.2f}M); the authors' released unit (--define-style authors) "
         "comes closest. Both units are printed with the schedules that give them; '-': the "
         "authors' code has no such unit."
     )
@@ -331,20 +300,21 @@ def table_1c(vocab: int = PTB_VOCAB) -> None:
         f"Table 1c (AWD-LSTM on PTB, vocabulary {vocab:,}): 3 LSTM layers of 1150, the last as "
         "wide as the tied output table. Columns: ours (paper), millions."
     )
-    for name, arch, paper, styles in (("AWD-LSTM", "define_awd_lstm_ptb", 24.0, ("paper",)),
-                                      ("AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", 20.0, STYLES)):
-        models = build_styles(arch, vocab)  # the baseline has no unit: one row
+    for row in TABLE_1C.rows:
+        models = build_styles(row.arch, vocab)
+        styles = STYLES if define_units(models["paper"]) else ("paper",)  # the baseline has no unit: one row
         for style in styles:
             counts = parameter_distribution(models[style])
-            label = f"{name} (authors)" if style == "authors" else name
-            print(f"{label:<28} {format_distribution(counts)}  (paper: {paper:.0f}M)")
+            label = f"{row.name} (authors)" if style == "authors" else row.name
+            print(f"{label:<28} {format_distribution(counts)}  (paper: {row.paper['params']:.0f}M)")
             for unit in define_units(models[style]):
                 print(f"{'':<28} {style} unit: {unit.schedule.describe()}")
     rest = (counts["context"] + counts["input_output"]) / 1e6
+    paper = TABLE_1C.rows[-1].paper["params"]
     print(
         "The baseline matches AWD-LSTM's 24.2M. With DeFINE (n=128, k=1024, N=7, m=400) the "
         f"last LSTM layer is 128 wide and tied to the 128-dim map: {rest:.2f}M without the "
-        f"unit, so the paper's 20M leaves {20.0 - rest:.2f}M for the unit, less than any N=7 "
+        f"unit, so the paper's {paper:.0f}M leaves {paper - rest:.2f}M for the unit, less than any N=7 "
         "unit reaching k=1024 (see Table 1a)."
     )
 
