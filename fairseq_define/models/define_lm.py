@@ -104,9 +104,6 @@ class StreamStateDecoder(FairseqIncrementalDecoder):
             return None  # a stream's first segment, or not the segment that follows
         return entry[1]
 
-    def reset_memory(self) -> None:
-        self._stream_memory.clear()
-
     def stream_state(self, stream: str) -> Optional[Tuple[int, object]]:
         """(next segment, state as detached CPU tensors) of ``stream``; None if it has none."""
         entry = self._stream_memory.get(stream)
