@@ -16,6 +16,7 @@ import os
 import shlex
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -226,7 +227,8 @@ def load_result(run_dir: Path) -> Optional[dict]:
         raise UserError(f"{path} is not valid JSON ({e}); delete it and run the study again to redo that arm") from None
 
 
-def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict]) -> Dict[str, dict]:
+def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
+             budget: Optional[Budget] = None) -> Dict[str, dict]:
     """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
     evaluates and records it. Progress on the log and a tqdm bar."""
     from tqdm import tqdm
@@ -238,6 +240,9 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
         result = load_result(run_dir)
         if result is not None:
             logger.info("%s: done (%s), skipped", arm.id, run_dir / RESULT_FILE)
+            if budget is not None and result.get("budget") != asdict(budget):
+                logger.warning("%s: trained under another budget (%s); delete %s to train it under this one",
+                               arm.id, result.get("budget"), run_dir)
         else:
             bar.set_postfix_str(arm.id)
             logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
@@ -272,7 +277,7 @@ def markdown(report: Report, arms: Sequence[Arm], results: Dict[str, dict], budg
     head = ["arm", "family", "d", "n", "seed", "arm's args", "DeFINE (M)", "context (M)", "input-output (M)",
             "total (M)", "updates", "wall (min)", *[h for _, h in report.columns]]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 6 + ["---:"] * (len(head) - 6)) + "|"]
-    short = []
+    short, other = [], []
     for arm in arms:
         r = results.get(arm.id)
         own = " ".join(arm.args[arm.sized:])
@@ -286,10 +291,15 @@ def markdown(report: Report, arms: Sequence[Arm], results: Dict[str, dict], budg
             cells += [_fmt(r["metrics"].get(k)) for k, _ in report.columns]
             if r.get("updates") is not None and r["updates"] < r["budget"]["updates"]:
                 short.append(f"{arm.id} ({r['updates']} of {r['budget']['updates']})")
+            if r["budget"]["updates"] != budget.updates:
+                other.append(f"{arm.id} ({r['budget']['updates']})")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Budget: {budget.updates} updates an arm, capped at {budget.minutes:g} minutes of training."]
     if short:
         lines.append("Stopped by the time cap before the budget: " + ", ".join(short) + ".")
+    if other:
+        lines.append("Trained under another budget (kept from an earlier invocation; delete the arm's folder to "
+                     "train it again): " + ", ".join(other) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -318,11 +328,11 @@ def pareto_plot(report: Report, arms: Sequence[Arm], results: Dict[str, dict], o
             ax.scatter(*zip(*seeds), s=12, color=line.get_color(), alpha=0.5)
     ax.set_xlabel("parameters (millions, the paper's count)")
     ax.set_ylabel(report.metric_label)
-    ax.set_title(report.title, fontsize=10)
+    ax.set_title(textwrap.fill(report.title, 70), fontsize=9)
     ax.grid(True, alpha=0.3)
     if families:
         ax.legend(fontsize=8)
-    fig.subplots_adjust(left=0.12, right=0.96, top=0.9, bottom=0.12)
+    fig.subplots_adjust(left=0.12, right=0.96, top=0.88, bottom=0.12)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format="png"), overwrite=True)
 

@@ -83,7 +83,7 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
                           extra={"checkpoint": ckpt.name, "eval_args": list(study.eval_args)})
 
     arms = select_arms(grid, args.arms)
-    results = run_arms(arms, workdir, run_one)
+    results = run_arms(arms, workdir, run_one, budget)
     report = Report(
         title=study.title + (" (quick mode: not a result)" if args.quick else ""),
         metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,

@@ -2,7 +2,7 @@
 fairseq's Transformer with plain embedding tables, with DeFINE (paper or authors' unit), or
 with the projective map (one Linear n -> d)?
 
-  Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget] [--grid full]
+  Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
   Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 3 second seeds (the deciding points),
              2,500 updates an arm of 2,048 tokens (a 12-minute cap an arm): about 2 hours
@@ -256,9 +256,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "../shared/data/wmt14_en_de/test/newstest2014")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
                    help="deciding: DeFINE and projective at d=128 only; full: at every width")
-    p.add_argument("--find-budget", nargs="?", const=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
-                   help=f"first find the budget (default {' '.join(map(str, BUDGETS))} updates) on the "
-                   "Transformer, DeFINE (both styles) and projective at d=128, n=d/4, then run the study")
+    p.add_argument("--find-budget", action="store_true",
+                   help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
+                   "n=d/4 (one run each to the largest of --budgets, scored on val at each), then run the study with it")
+    p.add_argument("--budgets", default=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
+                   help=f"the update counts --find-budget compares (default {' '.join(map(str, BUDGETS))})")
     p.add_argument("--no-second-seed", action="store_true", help="skip the second seed of the deciding points")
     args = p.parse_args(argv)
 
@@ -267,6 +269,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.list:
         print_arms(grid)
         return 0
+    try:
+        budgets = sorted({int(b) for b in args.budgets.split()})
+    except ValueError:
+        raise UserError(f'--budgets "{args.budgets}": give update counts, e.g. --budgets "1000 2000 4000"') from None
+    if args.quick and args.budgets == " ".join(map(str, BUDGETS)):
+        budgets = list(QUICK["budgets"])
     root = data_root(args.data_root)
     workdir, out_dir = resolve_dirs(args, STUDY)
     recipe = list(RECIPE)
@@ -280,12 +288,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     budget_file = workdir / "budget.json"
     if args.find_budget:
-        try:
-            budgets = sorted({int(b) for b in args.find_budget.split()})
-        except ValueError:
-            raise UserError(f'--find-budget "{args.find_budget}": give update counts, e.g. --find-budget "1000 2000 4000"') from None
-        if args.quick and args.find_budget == " ".join(map(str, BUDGETS)):
-            budgets = list(QUICK["budgets"])
         w = widths[0] if args.quick else DECIDING_WIDTH
         deciding = [a for a in arms_for((w,), False) if a.n in (w, w // 4)]
         find_budget(deciding, budgets, workdir, data_dir, recipe, minutes, out_dir)
@@ -308,11 +310,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     arms = select_arms(grid, args.arms)
     if args.quick and not args.arms:
         arms = [arms[0], next(a for a in arms if a.family == "DeFINE (paper)")]
-    results = run_arms(arms, workdir, run_one)
+    results = run_arms(arms, workdir, run_one, budget)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
-        results.update(run_arms(seeds, workdir, run_one))
+        results.update(run_arms(seeds, workdir, run_one, budget))
         arms = arms + seeds
+    for arm in arms:  # extra test sets given after an arm finished: scored now
+        r = results[arm.id]
+        if any(f"test_{name}_bleu" not in r["metrics"] for name in extras):
+            run_dir = workdir / arm.id
+            r["metrics"].update(evaluate(run_dir, run_dir / r["checkpoint"], data_dir, extras))
+            write_text(run_dir / "result.json", json.dumps(r, indent=2) + "\n")
 
     test_names = ["test_2016_flickr", *extras]
     columns = [("valid_bleu", "val BLEU")]
