@@ -152,12 +152,15 @@ def train_arm(arm: Arm, run_dir: Path, data_bin: Path, recipe: Sequence[str], bu
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        lib_sh("train_run", [run_dir, data_bin, arm.arch, *recipe, *arm.args],
+        out = lib_sh("train_run", [run_dir, data_bin, arm.arch, *recipe, *arm.args],
                arrays={"DEVICE_ARGS": ["--cpu"],
                        "LIMIT_ARGS": ["--max-update", str(budget.updates), "--stop-time-hours", f"{budget.minutes / 60:.6f}"],
                        # after train_run's own --seed 1 and --log-interval 100: these win
                        "EXTRA_TRAIN": ["--seed", str(arm.seed), "--log-interval", "50", *extra]},
                capture=True)
+        for line in out.splitlines():  # train_run's notes: resuming, the last validation
+            if line.strip():
+                logger.info("%s: %s", arm.id, line.strip())
     finally:
         spent = time.monotonic() - start
         wall = run_dir / WALL_FILE

@@ -90,7 +90,8 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
         columns=[("valid_ppl", "valid ppl"), ("test_ppl", "test ppl")],
         header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1; {updates} updates; "
                       f"{study.checkpoint} scored with `fairseq-eval-lm {' '.join(study.eval_args)}`.",
-                      *study.header_lines,
+                      *(["Quick mode: tiny models (`--quick --list` shows them) on slices of the corpus."]
+                        if args.quick else study.header_lines),
                       "The arm's args are its only difference from the recipe. Params: the paper's distribution "
                       "(fairseq-define-results). Valid chooses; test is only scored."])
     written = write_report(report, arms, results, budget, out_dir, "valid_ppl", workdir)
