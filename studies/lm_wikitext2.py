@@ -32,19 +32,17 @@ from .lm import LMStudy, run
 
 
 def arms(quick: bool) -> List[Arm]:
-    if quick:  # define_txl_tiny: 2 layers, d = 32
-        arch, d, ns, extra = "define_txl_tiny", 32, (16,), ()
-    else:
-        arch, d, ns, extra = "define_txl_small", 256, (128, 64), ()
-    out = [Arm(f"standard_n{d}", "standard", arch, (*extra, "--define-map-dim", str(d), "--define-transform", "none"), d, d)]
+    # quick: define_txl_tiny, 2 layers, d = 32
+    arch, d, ns = ("define_txl_tiny", 32, (16,)) if quick else ("define_txl_small", 256, (128, 64))
+    out = [Arm(f"standard_n{d}", "standard", arch, ("--define-map-dim", str(d), "--define-transform", "none"), d, d)]
     for n in ns:
         out.append(Arm(f"projective_n{n}", "projective", arch,
-                       (*extra, "--define-map-dim", str(n), "--define-transform", "none"), d, n))
+                       ("--define-map-dim", str(n), "--define-transform", "none"), d, n))
         out.append(Arm(f"define_paper_n{n}", "DeFINE (paper)", arch,
-                       (*extra, "--define-map-dim", str(n), "--define-transform", "define", "--define-style", "paper"), d, n))
+                       ("--define-map-dim", str(n), "--define-transform", "define", "--define-style", "paper"), d, n))
         if n == ns[0] and not quick:
             out.append(Arm(f"define_authors_n{n}", "DeFINE (authors)", arch,
-                           (*extra, "--define-map-dim", str(n), "--define-transform", "define", "--define-style",
+                           ("--define-map-dim", str(n), "--define-transform", "define", "--define-style",
                             "authors"), d, n))
     if quick:
         return [out[0], next(a for a in out if a.family == "DeFINE (paper)")]

@@ -32,7 +32,6 @@ with the projective map (one Linear n -> d)?
 import json
 import logging
 import math
-import os
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -41,13 +40,11 @@ from fairseq_define.errors import UserError
 from fairseq_define.output_files import write_text
 
 from .common import (
-    ROOT,
     Arm,
     Budget,
     Report,
     base_parser,
     data_root,
-    load_result,
     main_wrapper,
     print_arms,
     record_arm,
