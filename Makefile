@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PIP_CONSTRAINT := $(abspath constraints.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast setup check recipes-small fairseq-tests clean-venv
+.PHONY: demo test test-fast setup check recipes-small studies study-nmt study-ptb study-wt2 fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -25,6 +25,20 @@ setup: $(STAMP)
 # every paper recipe (run_scripts/) in its small CPU mode, then the figures (~75 min here)
 recipes-small: $(STAMP)
 	PATH="$(BIN):$$PATH" bash run_scripts/run_all_small.sh $(ARGS)
+
+# the studies (docs/studies.md): quality against parameters per model family, about 2 hours
+# each on 2 CPU cores; resumable (run again to continue). ARGS go to each study, e.g.
+# ARGS=--quick (a one-minute pipeline check) or ARGS="--arms 'a b'"
+studies: study-nmt study-ptb study-wt2
+
+study-nmt: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.nmt_multi30k $(ARGS)
+
+study-ptb: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_ptb $(ARGS)
+
+study-wt2: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_wikitext2 $(ARGS)
 
 # fairseq 0.12.2's own tests (from the v0.12.2 tag, in a temporary folder) on the patched
 # install; FAIRSEQ_SRC=checkout-or-archive when GitHub cannot be reached

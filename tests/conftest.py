@@ -21,6 +21,7 @@ BIN = Path(sys.executable).parent  # the CLIs of the environment running the tes
 CLI_MODULES = {
     "test_bad_input", "test_cached_tables", "test_checkpoint_safety", "test_cli_end_to_end", "test_crash_safe",
     "test_distributed_cpu", "test_lstm_cli", "test_recipes", "test_txl_cli",
+    "test_studies",
 }
 CLI_FIXTURES = {"wmt_bin", "trained", "lm_checkpoints"}
 

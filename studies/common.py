@@ -1,0 +1,410 @@
+"""What the three studies share: where the data is, training an arm through the recipes'
+library (run_scripts/lib.sh: ``train_run``, ``perplexity``), one result.json an arm, and the
+report (a markdown table, quality against parameters per family, validation curves).
+
+An arm is one model trained with the study's common recipe; ``Arm.args`` are its only
+differences from the others (the model's sizes), and the report prints them. A finished arm
+has ``WORKDIR/<arm>/result.json`` and is skipped by the next invocation; an arm cut short
+resumes from fairseq's checkpoint_last.pt (lib.sh's ``train_run``).
+"""
+
+import argparse
+import json
+import logging
+import math
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from fairseq_define.errors import UserError, cli_error
+from fairseq_define.output_files import atomic_write, write_text
+from fairseq_define.tools.results import (
+    checkpoint_params,
+    parse_params,
+    parse_updates,
+    plot_curves,
+    validation_curve,
+)
+
+logger = logging.getLogger("studies")
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB_SH = ROOT / "run_scripts" / "lib.sh"
+DATA_ENV = "FAIRSEQ_DEFINE_DATA"
+RESULT_FILE = "result.json"
+WALL_FILE = "wall_seconds"  # training seconds summed over the invocations that trained the arm
+DPI = 100
+
+
+def data_root(value: Optional[str] = None) -> Path:
+    """The folder holding the corpora (multi30k/, ptb/, wikitext-2/): --data-root, else
+    $FAIRSEQ_DEFINE_DATA, else ../shared/data beside the checkout. The one place the studies
+    look for data."""
+    candidates = [value] if value else [os.environ.get(DATA_ENV), str(ROOT.parent / "shared" / "data")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate).resolve()
+    where = value or os.environ.get(DATA_ENV) or ROOT.parent / "shared" / "data"
+    raise UserError(f"no data root at {where}; pass --data-root DIR (or set {DATA_ENV}) to the folder "
+                    "holding multi30k/, ptb/ and wikitext-2/")
+
+
+def require_files(folder: Path, names: Sequence[str], what: str) -> None:
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise UserError(f"{what}: {folder} lacks {', '.join(missing)}; pass --data-root DIR with the corpus in it")
+
+
+@dataclass
+class Arm:
+    """One model of a study: ``args`` (its sizes) are all that differ from the other arms."""
+
+    name: str  # e.g. define_paper_d128_n32
+    family: str  # one curve of the plot, e.g. "DeFINE (paper)"
+    arch: str
+    args: Tuple[str, ...]
+    width: int  # d (model width), for the table
+    n: int  # map width n (n = d for a standard table)
+    seed: int = 1
+    sized: int = 0  # how many leading args are the width's sizes (shown once, above the table)
+
+    @property
+    def id(self) -> str:
+        return self.name if self.seed == 1 else f"{self.name}_s{self.seed}"
+
+    def with_seed(self, seed: int) -> "Arm":
+        return Arm(self.name, self.family, self.arch, self.args, self.width, self.n, seed, self.sized)
+
+
+def select_arms(arms: Sequence[Arm], names: Optional[str]) -> List[Arm]:
+    """``--arms "a b"``: only these (by name or id), in the study's order."""
+    if not names:
+        return list(arms)
+    wanted = names.split()
+    known = {a.id for a in arms} | {a.name for a in arms}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise UserError(f"unknown arm {', '.join(unknown)}; this study's arms: {' '.join(a.id for a in arms)}")
+    return [a for a in arms if a.id in wanted or a.name in wanted]
+
+
+# ---------------------------------------------------------------------------- lib.sh bridge
+
+
+def _bash_array(name: str, values: Sequence[str]) -> str:
+    return f"{name}=({' '.join(shlex.quote(str(v)) for v in values)})"
+
+
+def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]], scalars: Dict[str, str] = None,
+           capture: bool = False, prog: str = "studies") -> str:
+    """Run FUNCTION of run_scripts/lib.sh (sourced, as the recipes do) with its variables set:
+    ``arrays`` and ``scalars`` become bash arrays and variables. Returns stdout when captured;
+    a failure raises UserError with lib.sh's own message (it names the log to read)."""
+    setup = [_bash_array(k, v) for k, v in arrays.items()]
+    setup += [f"{k}={shlex.quote(str(v))}" for k, v in (scalars or {}).items()]
+    script = 'lib="$1"; shift; source "$lib"; ' + "; ".join(setup) + f'; {function} "$@"'
+    env = dict(os.environ)
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run(["bash", "-c", script, prog, str(LIB_SH), *map(str, args)], env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+        raise UserError(lines[-1] if lines else f"lib.sh {function} failed (exit {proc.returncode})")
+    if proc.stderr.strip():
+        logger.debug(proc.stderr.strip())
+    return proc.stdout if capture else ""
+
+
+def run_script(script: str, args: Sequence[str], log: Path) -> None:
+    """One of run_scripts/*.sh (data preparation, evaluation), its output appended to LOG."""
+    env = dict(os.environ)
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as out:
+        proc = subprocess.run(["bash", str(ROOT / "run_scripts" / script), *map(str, args)], env=env,
+                              stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise UserError(f"run_scripts/{script} failed; see {log}")
+
+
+@dataclass
+class Budget:
+    updates: int
+    minutes: float  # a cap for slower machines; an arm it stops is reported (updates column)
+
+
+def train_arm(arm: Arm, run_dir: Path, data_bin: Path, recipe: Sequence[str], budget: Budget,
+              extra: Sequence[str] = ()) -> None:
+    """lib.sh's train_run (resumes from checkpoint_last.pt; run_dir/done marks a finished
+    run): the study's recipe, the arm's sizes, its seed; wall time summed into WALL_FILE."""
+    if (run_dir / "done").is_file():
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    try:
+        out = lib_sh("train_run", [run_dir, data_bin, arm.arch, *recipe, *arm.args],
+               arrays={"DEVICE_ARGS": ["--cpu"],
+                       "LIMIT_ARGS": ["--max-update", str(budget.updates), "--stop-time-hours", f"{budget.minutes / 60:.6f}"],
+                       # after train_run's own --seed 1 and --log-interval 100: these win
+                       "EXTRA_TRAIN": ["--seed", str(arm.seed), "--log-interval", "50", *extra]},
+               capture=True)
+        for line in out.splitlines():  # train_run's notes: resuming, the last validation
+            if line.strip():
+                logger.info("%s: %s", arm.id, line.strip())
+    finally:
+        spent = time.monotonic() - start
+        wall = run_dir / WALL_FILE
+        before = float(wall.read_text()) if wall.is_file() else 0.0
+        write_text(wall, f"{before + spent:.1f}\n")
+
+
+def lm_perplexity(checkpoint: Path, data_dir: Path, split: str, eval_args: Sequence[str]) -> float:
+    """lib.sh's ``perplexity``: fairseq-eval-lm on one split of DATA_DIR/bin."""
+    out = lib_sh("perplexity", [checkpoint, split],
+                 arrays={"EVAL_ARGS": list(eval_args), "DEVICE_ARGS": ["--cpu"]},
+                 scalars={"DATA_DIR": str(data_dir)}, capture=True)
+    try:
+        return float(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UserError(f"fairseq-eval-lm printed no perplexity for {checkpoint} on {split}") from None
+
+
+# ---------------------------------------------------------------------------- result.json
+
+
+def arm_params(run_dir: Path) -> Optional[Dict[str, float]]:
+    """The paper's distribution (millions): the training log's line, else counted on the
+    checkpoint (fairseq's own architectures log none), as fairseq-define-results record does."""
+    log = run_dir / "train.log"
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
+    params = parse_params(lines)
+    if params is None and (run_dir / "checkpoint_last.pt").is_file():
+        params = checkpoint_params(str(run_dir / "checkpoint_last.pt"))
+    return params
+
+
+def record_arm(run_dir: Path, study: str, arm: Arm, recipe: Sequence[str], budget: Budget, metrics: Dict[str, float],
+               curve_metric: str, extra: Dict = None) -> dict:
+    log = run_dir / "train.log"
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
+    try:
+        curve = validation_curve(str(log), curve_metric)
+    except UserError:
+        curve = []
+    wall = run_dir / WALL_FILE
+    result = {
+        "study": study,
+        "arm": arm.id,
+        **{k: v for k, v in asdict(arm).items() if k not in ("args", "sized")},
+        "args": list(arm.args),
+        "recipe": list(recipe),
+        "budget": asdict(budget),
+        "params": arm_params(run_dir),
+        "updates": parse_updates(lines),
+        "wall_minutes": round(float(wall.read_text()) / 60, 1) if wall.is_file() else None,
+        "valid_curve": {"metric": curve_metric, "points": curve},
+        "metrics": metrics,
+        **(extra or {}),
+    }
+    write_text(run_dir / RESULT_FILE, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def load_result(run_dir: Path) -> Optional[dict]:
+    path = run_dir / RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UserError(f"{path} is not valid JSON ({e}); delete it and run the study again to redo that arm") from None
+
+
+def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
+             budget: Optional[Budget] = None) -> Dict[str, dict]:
+    """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
+    evaluates and records it. Progress on the log and a tqdm bar."""
+    from tqdm import tqdm
+
+    results = {}
+    bar = tqdm(arms, desc="arms", unit="arm", disable=None)
+    for arm in bar:
+        run_dir = workdir / arm.id
+        result = load_result(run_dir)
+        if result is not None:
+            logger.info("%s: done (%s), skipped", arm.id, run_dir / RESULT_FILE)
+            if budget is not None and result.get("budget") != asdict(budget):
+                logger.warning("%s: trained under another budget (%s); delete %s to train it under this one",
+                               arm.id, result.get("budget"), run_dir)
+        else:
+            bar.set_postfix_str(arm.id)
+            logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
+                        run_dir / "train.log")
+            result = run_one(arm, run_dir)
+            logger.info("%s: %s", arm.id, ", ".join(f"{k} {v:.2f}" for k, v in result["metrics"].items()))
+        results[arm.id] = result
+    return results
+
+
+# ---------------------------------------------------------------------------- report
+
+
+@dataclass
+class Report:
+    title: str
+    metric: str  # the valid/test metric plotted against parameters, e.g. test_bleu
+    metric_label: str
+    higher_is_better: bool
+    columns: Sequence[Tuple[str, str]]  # (metric key, header)
+    header_lines: Sequence[str] = field(default_factory=list)  # recipe, hardware, paper
+
+
+def _fmt(value, digits=2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def markdown(report: Report, arms: Sequence[Arm], results: Dict[str, dict], budget: Budget) -> str:
+    lines = [f"# {report.title}", "", *report.header_lines, ""]
+    head = ["arm", "family", "d", "n", "seed", "arm's args", "DeFINE (M)", "context (M)", "input-output (M)",
+            "total (M)", "updates", "wall (min)", *[h for _, h in report.columns]]
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 6 + ["---:"] * (len(head) - 6)) + "|"]
+    short, other = [], []
+    for arm in arms:
+        r = results.get(arm.id)
+        own = " ".join(arm.args[arm.sized:])
+        cells = [arm.id, arm.family, str(arm.width), str(arm.n), str(arm.seed), f"`{own}`" if own else "-"]
+        if r is None:
+            cells += ["not run"] + ["-"] * (len(head) - 7)
+        else:
+            p = r.get("params") or {}
+            cells += [_fmt(p.get(k)) for k in ("define", "context", "input_output", "total")]
+            cells += [_fmt(r.get("updates")), _fmt(r.get("wall_minutes"), 1)]
+            cells += [_fmt(r["metrics"].get(k)) for k, _ in report.columns]
+            if r.get("updates") is not None and r["updates"] < r["budget"]["updates"]:
+                short.append(f"{arm.id} ({r['updates']} of {r['budget']['updates']})")
+            if r["budget"]["updates"] != budget.updates:
+                other.append(f"{arm.id} ({r['budget']['updates']})")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Budget: {budget.updates} updates an arm, capped at {budget.minutes:g} minutes of training."]
+    if short:
+        lines.append("Stopped by the time cap before the budget: " + ", ".join(short) + ".")
+    if other:
+        lines.append("Trained under another budget (kept from an earlier invocation; delete the arm's folder to "
+                     "train it again): " + ", ".join(other) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def pareto_plot(report: Report, arms: Sequence[Arm], results: Dict[str, dict], output: Path) -> None:
+    """report.metric against total parameters, one line per family through the seeds' means
+    (the Pareto view); each seed's run a dot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.8), dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    families: Dict[str, Dict[str, List[Tuple[float, float]]]] = {}
+    for arm in arms:
+        r = results.get(arm.id)
+        value = None if r is None else r["metrics"].get(report.metric)
+        total = None if r is None else (r.get("params") or {}).get("total")
+        if value is None or total is None:
+            continue
+        families.setdefault(arm.family, {}).setdefault(arm.name, []).append((total, value))
+    for family, configs in families.items():
+        means = sorted((sum(p for p, _ in pts) / len(pts), sum(v for _, v in pts) / len(pts)) for pts in configs.values())
+        line, = ax.plot(*zip(*means), marker="o", label=family)
+        seeds = [pt for pts in configs.values() if len(pts) > 1 for pt in pts]
+        if seeds:
+            ax.scatter(*zip(*seeds), s=12, color=line.get_color(), alpha=0.5)
+    ax.set_xlabel("parameters (millions, the paper's count)")
+    ax.set_ylabel(report.metric_label)
+    ax.set_title(textwrap.fill(report.title, 70), fontsize=9)
+    ax.grid(True, alpha=0.3)
+    if families:
+        ax.legend(fontsize=8)
+    fig.subplots_adjust(left=0.12, right=0.96, top=0.88, bottom=0.12)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format="png"), overwrite=True)
+
+
+def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], budget: Budget, out_dir: Path,
+                 curve_metric: str, workdir: Path, extra_md: str = "") -> List[Path]:
+    """OUT_DIR/results.md, OUT_DIR/params_vs_quality.png and OUT_DIR/valid_curves.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = out_dir / "results.md"
+    write_text(table, markdown(report, arms, results, budget) + extra_md)
+    pareto = out_dir / "params_vs_quality.png"
+    pareto_plot(report, arms, results, pareto)
+    written = [table, pareto]
+    runs = []
+    for arm in arms:
+        log = workdir / arm.id / "train.log"
+        if arm.id in results and log.is_file():
+            try:
+                validation_curve(str(log), curve_metric)
+            except UserError:
+                continue
+            runs.append((arm.id, str(log)))
+    if runs:
+        curves = out_dir / "valid_curves.png"
+        plot_curves(runs, str(curves), metric=curve_metric, title=f"{report.title}: validation")
+        written.append(curves)
+    return written
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def base_parser(prog: str, doc: str, default_updates: int, default_minutes: float) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", help=f"folder with the corpora (default ${DATA_ENV}, else ../shared/data)")
+    p.add_argument("--workdir", help="runs go to WORKDIR/<arm>; a rerun skips finished arms and resumes a cut one "
+                   "(default work/studies/<study>[_quick])")
+    p.add_argument("--out", help="where results.md and the plots go (default docs/studies/<study>; "
+                   "quick mode: WORKDIR/report)")
+    p.add_argument("--arms", help='only these arms, space-separated names (default: all; the table lists them)')
+    p.add_argument("--updates", type=int, help=f"training updates an arm (default {default_updates})")
+    p.add_argument("--minutes", type=float, default=None,
+                   help=f"training time cap an arm, for slower machines (default {default_minutes:g})")
+    p.add_argument("--quick", action="store_true",
+                   help="a pipeline check: two arms, a few updates, tiny data slices (~1 minute); not a result")
+    p.add_argument("--list", action="store_true", help="print the arms and their arguments, then exit")
+    return p
+
+
+def resolve_dirs(args, study: str) -> Tuple[Path, Path]:
+    suffix = "_quick" if args.quick else ""
+    workdir = Path(args.workdir or ROOT / "work" / "studies" / f"{study}{suffix}").resolve()
+    out = Path(args.out).resolve() if args.out else (workdir / "report" if args.quick else ROOT / "docs" / "studies" / study)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir, out
+
+
+def print_arms(arms: Sequence[Arm]) -> None:
+    for arm in arms:
+        print(f"{arm.id}\t{arm.family}\t{arm.arch} {' '.join(arm.args)}")
+
+
+def main_wrapper(prog: str, main: Callable[[Optional[Sequence[str]]], int], argv=None) -> int:
+    """Logging to stderr; a UserError is one line and exit status 2, no traceback."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(name)s | %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
+    try:
+        return main(argv)
+    except UserError as e:
+        return cli_error(prog, e)
+    except KeyboardInterrupt:
+        return cli_error(prog, "interrupted; run the same command again to resume")

@@ -1,0 +1,342 @@
+"""Study 1: BLEU against parameters on Multi30k EN-DE. At equal parameters, which is better:
+fairseq's Transformer with plain embedding tables, with DeFINE (paper or authors' unit), or
+with the projective map (one Linear n -> d)?
+
+  Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
+                                   [EXTRA_TEST_PREFIX ...]; --help)
+  Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 3 second seeds (the deciding points),
+             2,500 updates an arm of 2,048 tokens (a 12-minute cap an arm): about 2 hours
+             (estimated: about 3 updates a second at d=128, 3+3 layers). --find-budget first
+             (4 arms to 4,000 updates, about 1 hour) finds the budget the main run then uses.
+  Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
+             cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
+             3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
+             inverse_sqrt with 400 warmup updates, label smoothing 0.1, dropout 0.1, seed 1;
+             checkpoint_best (validation loss) translated with beam 4, lenpen 0.6
+             (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
+             second seeds) on val only; test sets only scored.
+  Arms:      transformer at d = 64, 128, 256; define_transformer at n = d/4, d/2 (k = 2d, N = 3)
+             with --define-style paper and authors; --define-transform projective at the same n.
+             --grid deciding (default): all widths of the Transformer, the DeFINE and projective
+             arms at d=128, a second seed for the Transformer and for the best (val BLEU)
+             DeFINE and projective arms at d=128. --grid full: every width.
+  Expected:  at this scale the plain Transformer may well lead: with the output tied at n, a
+             small n costs the decoder more than DeFINE saves (800 updates: 17.6 BLEU at 1.92M
+             vs DeFINE 12.6 at 1.63M vs projective 11.6 at 1.53M); DeFINE ahead of projective.
+  Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
+             BLEU on newstest2017.
+  Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png}
+             (budget.md with --find-budget); runs in work/studies/nmt_multi30k/<arm>/.
+"""
+
+import json
+import logging
+import math
+import shutil
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_define.errors import UserError
+from fairseq_define.output_files import write_text
+
+from .common import (
+    Arm,
+    Budget,
+    Report,
+    base_parser,
+    data_root,
+    main_wrapper,
+    print_arms,
+    record_arm,
+    require_files,
+    resolve_dirs,
+    run_arms,
+    run_script,
+    select_arms,
+    train_arm,
+    write_report,
+)
+
+PROG = "python -m studies.nmt_multi30k"
+STUDY = "nmt_multi30k"
+logger = logging.getLogger("studies.nmt_multi30k")
+
+WIDTHS = (64, 128, 256)
+DECIDING_WIDTH = 128
+UPDATES, MINUTES = 2500, 12
+BPE_OPS = 8000
+BUDGETS = (1000, 2000, 3000, 4000)
+RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
+          "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0", "--lr", "1.5e-3",
+          "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "400", "--criterion", "label_smoothed_cross_entropy",
+          "--label-smoothing", "0.1", "--dropout", "0.1", "--max-tokens", "2048", "--no-epoch-checkpoints"]
+GEN_ARGS = ["--max-len-a", "1.2", "--max-len-b", "10"]
+# quick mode: a pipeline check on slices
+QUICK = dict(widths=(32,), updates=12, minutes=2, bpe_ops=300, head=1200, head_eval=24, warmup="4",
+             budgets=(4, 8))
+
+
+def sizes(d: int, layers: int = 3, heads: int = 4) -> List[str]:
+    """The Transformer's sizes at width d (FFN 4d), for encoder and decoder."""
+    return [x for side in ("encoder", "decoder")
+            for x in (f"--{side}-layers", str(layers), f"--{side}-attention-heads", str(heads),
+                      f"--{side}-embed-dim", str(d), f"--{side}-ffn-embed-dim", str(4 * d))]
+
+
+def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
+    """The grid: per width the Transformer; DeFINE (both styles) and projective at n = d/4,
+    d/2 at every width (full) or at the deciding width only."""
+    k = len(sizes(0))
+    arms = [Arm(f"transformer_d{d}", "Transformer", "transformer", tuple(sizes(d)), d, d, sized=k) for d in widths]
+    for d in widths:
+        if not full and d != (DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]):
+            continue
+        for n in (d // 4, d // 2):
+            for style in ("paper", "authors"):
+                arms.append(Arm(f"define_{style}_d{d}_n{n}", f"DeFINE ({style})", "define_transformer",
+                                (*sizes(d), "--define-map-dim", str(n), "--define-expand-dim", str(2 * d),
+                                 "--define-depth", "3", "--define-style", style), d, n, sized=k))
+            arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
+                            (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n, sized=k))
+    return arms
+
+
+def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
+    """Seed 2 for the points that decide the comparison, picked on val BLEU: the Transformer
+    at the deciding width and the best DeFINE and the best projective arm at that width."""
+    picks = [a for a in arms if a.family == "Transformer" and a.width == width]
+    for family in ("DeFINE", "projective"):
+        done = [a for a in arms if a.family.startswith(family) and a.width == width and a.id in results]
+        if done:
+            picks.append(max(done, key=lambda a: results[a.id]["metrics"].get("valid_bleu", -1.0)))
+    return [a.with_seed(2) for a in picks]
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def prepare(root: Path, data_dir: Path, quick: bool, log: Path) -> None:
+    m = root / "multi30k" / "raw"
+    require_files(m, ["train.en", "train.de", "val.en", "val.de", "test_2016_flickr.en", "test_2016_flickr.de"],
+                  "Multi30k")
+    args = ["--out", data_dir, "--train", m / "train", "--valid", m / "val", "--test", m / "test_2016_flickr",
+            "--valid-name", "val", "--test-name", "test_2016_flickr", "--workers", "2"]
+    if quick:
+        args += ["--bpe-ops", QUICK["bpe_ops"], "--head", QUICK["head"], "--head-eval", QUICK["head_eval"]]
+    else:
+        args += ["--bpe-ops", BPE_OPS]
+    logger.info("data: Multi30k from %s -> %s (log %s)", m, data_dir, log)
+    run_script("prepare_wmt14_en_de.sh", args, log)
+
+
+def prepare_extra(prefix: str, data_dir: Path, quick: bool, log: Path) -> Path:
+    """An extra test set, tokenized and BPE'd as the main data: prepare_wmt14_en_de.sh in its
+    own folder, seeded with the main folder's tokenized training text and BPE codes (which the
+    script then reuses), so that its dictionary is the main one (checked)."""
+    name = Path(prefix).name
+    for l in ("en", "de"):
+        if not Path(f"{prefix}.{l}").is_file():
+            raise UserError(f"extra test set {prefix}: no {prefix}.{l}; give PREFIX with PREFIX.en and PREFIX.de")
+    out = data_dir / "extra" / name
+    if not (out / "bin" / "done").is_file():
+        for sub, names in (("tok", ["train.en", "train.de", "valid.en", "valid.de"]), ("bpe", ["codes"])):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+            for f in names:
+                shutil.copyfile(data_dir / sub / f, out / sub / f)
+        args = ["--out", out, "--train", data_dir / "raw" / "train", "--valid", data_dir / "raw" / "valid",
+                "--test", prefix, "--valid-name", "val", "--test-name", name, "--workers", "2",
+                "--bpe-ops", QUICK["bpe_ops"] if quick else BPE_OPS]
+        if quick:
+            args += ["--head-eval", QUICK["head_eval"]]
+        logger.info("data: extra test set %s -> %s", prefix, out)
+        run_script("prepare_wmt14_en_de.sh", args, log)
+    if (out / "bin" / "dict.en.txt").read_text() != (data_dir / "bin" / "dict.en.txt").read_text():
+        raise UserError(f"{out}/bin has another dictionary than {data_dir}/bin; delete {out} and run again")
+    return out
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def score(data: Path, checkpoint: Path, subset: str, prefix: Path, log: Path) -> Dict[str, float]:
+    """run_scripts/evaluate_nmt.sh (beam 4, lenpen 0.6, detokenized sacreBLEU), plus chrF on
+    the same detokenized hypotheses."""
+    import sacrebleu
+
+    if not Path(f"{prefix}.scores").is_file():
+        run_script("evaluate_nmt.sh", ["--data", data, "--checkpoint", checkpoint, "--subset", subset,
+                                       "--out", prefix, "--cpu", "--", *GEN_ARGS], log)
+    scores = dict(line.split(None, 1) for line in Path(f"{prefix}.scores").read_text().splitlines())
+    hyps = Path(f"{prefix}.hyp").read_text(encoding="utf-8").splitlines()
+    refs = (data / "raw" / f"{subset}.de").read_text(encoding="utf-8").splitlines()
+    chrf = sacrebleu.corpus_chrf(hyps, [refs]).score
+    return {"bleu": float(scores["sacrebleu"]), "chrf": round(chrf, 2), "tok_bleu": float(scores["tok_bleu"])}
+
+
+def evaluate(run_dir: Path, checkpoint: Path, data_dir: Path, extras: Dict[str, Path]) -> Dict[str, float]:
+    log = run_dir / "evaluate.log"
+    metrics = {}
+    for key, data, subset in [("valid", data_dir, "valid"), ("test", data_dir, "test"),
+                              *[(f"test_{name}", d, "test") for name, d in extras.items()]]:
+        for k, v in score(data, checkpoint, subset, run_dir / f"{key}.{checkpoint.stem}", log).items():
+            metrics[f"{key}_{k}"] = v
+    return metrics
+
+
+# ---------------------------------------------------------------------------- budget finding
+
+
+def ranking(values: Dict[str, float]) -> List[str]:
+    return sorted(values, key=lambda a: -values[a])
+
+
+def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data_dir: Path, recipe: List[str],
+                minutes: float, out_dir: Path) -> int:
+    """Train ARMS once to the largest budget, saving a checkpoint at every budget (inverse_sqrt
+    does not depend on the run's length, so the checkpoint at B is the run of B updates); score
+    each on val; the budget is the smallest from which the ranking no longer changes."""
+    step = math.gcd(*budgets)
+    budget = Budget(max(budgets), minutes)
+    extra = ["--save-interval-updates", str(step), "--keep-interval-updates", "-1"]
+    table: Dict[int, Dict[str, float]] = {b: {} for b in budgets}
+    for arm in arms:
+        run_dir = workdir / "budget" / arm.id
+        done = run_dir / "budget.json"
+        if done.is_file():
+            scores = {int(k): v for k, v in json.loads(done.read_text())["valid_bleu"].items()}
+            logger.info("budget %s: done, skipped", arm.id)
+        else:
+            logger.info("budget %s: training to %d updates, checkpoints every %d", arm.id, budget.updates, step)
+            train_arm(arm, run_dir, data_dir / "bin", recipe, budget, extra)
+            scores = {}
+            for b in budgets:
+                found = sorted(run_dir.glob(f"checkpoint_*_{b}.pt"))
+                if found:
+                    scores[b] = score(data_dir, found[0], "valid", run_dir / f"valid.u{b}", run_dir / "evaluate.log")["bleu"]
+            write_text(done, json.dumps({"valid_bleu": scores}, indent=2) + "\n")
+        for b, v in scores.items():
+            table[int(b)][arm.id] = v
+    complete = [b for b in budgets if len(table[b]) == len(arms)]
+    if not complete:
+        raise UserError("no budget was reached by every arm (the time cap stopped them); raise --minutes")
+    final = ranking(table[complete[-1]])
+    chosen = complete[-1]
+    for b in reversed(complete):
+        if ranking(table[b]) != final:
+            break
+        chosen = b
+    lines = ["# Study 1: the update budget at which the ranking stops changing", "",
+             "Val BLEU (detokenized sacreBLEU, beam 4) of each arm's checkpoint at each budget; one run an "
+             "arm (seed 1, inverse_sqrt: the checkpoint at B is the run of B updates).", "",
+             "| updates | " + " | ".join(a.id for a in arms) + " | ranking (best first) |",
+             "|---:|" + "---:|" * len(arms) + "---|"]
+    for b in budgets:
+        lines.append(f"| {b} | " + " | ".join(f"{table[b][a.id]:.2f}" if a.id in table[b] else "-" for a in arms)
+                     + f" | {' > '.join(ranking(table[b])) if b in complete else '-'} |")
+    lines += ["", f"The ranking stops changing at **{chosen} updates** (unchanged from there to {complete[-1]}); "
+              "the main study uses it unless --updates says otherwise."]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text(out_dir / "budget.md", "\n".join(lines) + "\n")
+    write_text(workdir / "budget.json", json.dumps({"updates": chosen, "budgets": list(budgets),
+                                                    "valid_bleu": {str(b): table[b] for b in budgets}}, indent=2) + "\n")
+    logger.info("budget: the ranking stops changing at %d updates (%s)", chosen, out_dir / "budget.md")
+    return chosen
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = base_parser(PROG, __doc__, UPDATES, MINUTES)
+    p.add_argument("extra_tests", nargs="*", metavar="EXTRA_TEST_PREFIX",
+                   help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
+                   "../shared/data/wmt14_en_de/test/newstest2014")
+    p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
+                   help="deciding: DeFINE and projective at d=128 only; full: at every width")
+    p.add_argument("--find-budget", action="store_true",
+                   help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
+                   "n=d/4 (one run each to the largest of --budgets, scored on val at each), then run the study with it")
+    p.add_argument("--budgets", default=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
+                   help=f"the update counts --find-budget compares (default {' '.join(map(str, BUDGETS))})")
+    p.add_argument("--no-second-seed", action="store_true", help="skip the second seed of the deciding points")
+    args = p.parse_args(argv)
+
+    widths = QUICK["widths"] if args.quick else WIDTHS
+    grid = arms_for(widths, args.grid == "full")
+    if args.list:
+        print_arms(grid)
+        return 0
+    try:
+        budgets = sorted({int(b) for b in args.budgets.split()})
+    except ValueError:
+        raise UserError(f'--budgets "{args.budgets}": give update counts, e.g. --budgets "1000 2000 4000"') from None
+    if args.quick and args.budgets == " ".join(map(str, BUDGETS)):
+        budgets = list(QUICK["budgets"])
+    root = data_root(args.data_root)
+    workdir, out_dir = resolve_dirs(args, STUDY)
+    recipe = list(RECIPE)
+    if args.quick:
+        i = recipe.index("--warmup-updates")
+        recipe[i + 1] = QUICK["warmup"]
+    data_dir = workdir / "data"
+    prepare(root, data_dir, args.quick, workdir / "prepare.log")
+    extras = {Path(x).name: prepare_extra(x, data_dir, args.quick, workdir / "prepare.log") for x in args.extra_tests}
+    minutes = args.minutes if args.minutes is not None else (QUICK["minutes"] if args.quick else MINUTES)
+
+    budget_file = workdir / "budget.json"
+    if args.find_budget:
+        w = widths[0] if args.quick else DECIDING_WIDTH
+        deciding = [a for a in arms_for((w,), False) if a.n in (w, w // 4)]
+        find_budget(deciding, budgets, workdir, data_dir, recipe, minutes, out_dir)
+    if args.updates:
+        updates, source = args.updates, "--updates"
+    elif budget_file.is_file():
+        updates, source = json.loads(budget_file.read_text())["updates"], f"found by --find-budget ({budget_file})"
+    else:
+        updates, source = (QUICK["updates"] if args.quick else UPDATES), "the script's default"
+    budget = Budget(updates, minutes)
+    logger.info("budget: %d updates an arm (%s), at most %g minutes", updates, source, minutes)
+
+    def run_one(arm: Arm, run_dir: Path) -> dict:
+        train_arm(arm, run_dir, data_dir / "bin", recipe, budget)
+        ckpt = run_dir / "checkpoint_best.pt"
+        metrics = evaluate(run_dir, ckpt, data_dir, extras)
+        return record_arm(run_dir, STUDY, arm, recipe, budget, metrics, "valid_loss",
+                          extra={"checkpoint": ckpt.name, "updates_source": source})
+
+    arms = select_arms(grid, args.arms)
+    if args.quick and not args.arms:
+        arms = [arms[0], next(a for a in arms if a.family == "DeFINE (paper)")]
+    results = run_arms(arms, workdir, run_one, budget)
+    if not args.no_second_seed and not args.quick:
+        seeds = second_seeds(arms, results, DECIDING_WIDTH)
+        results.update(run_arms(seeds, workdir, run_one, budget))
+        arms = arms + seeds
+    for arm in arms:  # extra test sets given after an arm finished: scored now
+        r = results[arm.id]
+        if any(f"test_{name}_bleu" not in r["metrics"] for name in extras):
+            run_dir = workdir / arm.id
+            r["metrics"].update(evaluate(run_dir, run_dir / r["checkpoint"], data_dir, extras))
+            write_text(run_dir / "result.json", json.dumps(r, indent=2) + "\n")
+
+    test_names = ["test_2016_flickr", *extras]
+    columns = [("valid_bleu", "val BLEU")]
+    for i, name in enumerate(test_names):
+        key = "test" if i == 0 else f"test_{name}"
+        columns += [(f"{key}_bleu", f"{name} BLEU"), (f"{key}_chrf", f"{name} chrF")]
+    report = Report(
+        title="Study 1: Multi30k EN-DE, BLEU against parameters" + (" (quick mode: not a result)" if args.quick else ""),
+        metric="test_bleu", metric_label="test_2016_flickr BLEU (detokenized sacreBLEU)", higher_is_better=True,
+        columns=columns,
+        header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
+                      f"{updates} updates ({source}); checkpoint_best (val loss), beam 4, lenpen 0.6.",
+                      "Sizes at width d (every arm, `sizes(d)`): 3+3 layers, 4 heads, embeddings d, FFN 4d; "
+                      "the arm's args are its only other difference from the recipe. Params: the paper's "
+                      "distribution (fairseq-define-results). Val chooses; test sets are only scored."])
+    written = write_report(report, arms, results, budget, out_dir, "valid_loss", workdir)
+    logger.info("written: %s", ", ".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_wrapper(PROG, main))

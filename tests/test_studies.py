@@ -1,0 +1,81 @@
+"""The studies (studies/, docs/studies.md) in their quick mode: two arms, a few updates, tiny
+slices of the real corpora. Each must write its table and plots, record every arm, and skip
+finished arms when invoked again (a study cut short continues where it stopped)."""
+
+import json
+import math
+import sys
+
+import pytest
+
+from .conftest import ROOT, run_cli
+from .test_recipes import assert_png
+
+STUDIES = ("nmt_multi30k", "lm_ptb", "lm_wikitext2")
+
+
+def study(name, *args, check=True):
+    return run_cli(sys.executable, "-m", f"studies.{name}", *args, cwd=ROOT, check=check, timeout=600,
+                   env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="module", params=STUDIES)
+def quick_run(request, tmp_path_factory, shared_data):
+    work = tmp_path_factory.mktemp(request.param)
+    args = ("--quick", "--workdir", work, "--data-root", shared_data)
+    first = study(request.param, *args).stdout
+    return request.param, work, args, first
+
+
+def arm_dirs(work):
+    return sorted(p.parent for p in work.glob("*/result.json"))
+
+
+def test_quick_mode_records_two_arms(quick_run):
+    name, work, _, _ = quick_run
+    dirs = arm_dirs(work)
+    assert len(dirs) == 2, f"expected two arms with result.json in {work}, got {dirs}"
+    for d in dirs:
+        r = json.loads((d / "result.json").read_text())
+        assert r["study"] == name and r["arm"] == d.name
+        assert r["params"]["total"] > 0 and set(r["params"]) == {"define", "context", "input_output", "total"}
+        assert r["updates"] == r["budget"]["updates"]
+        assert r["wall_minutes"] is not None and r["wall_minutes"] > 0
+        assert r["valid_curve"]["points"], "no validation curve recorded"
+        metrics = r["metrics"]
+        keys = ("valid_bleu", "test_bleu", "test_chrf") if name == "nmt_multi30k" else ("valid_ppl", "test_ppl")
+        for k in keys:
+            assert k in metrics and math.isfinite(metrics[k]), (k, metrics)
+    # the DeFINE arm has a unit, the baseline none
+    define = [json.loads((d / "result.json").read_text())["params"]["define"] for d in dirs]
+    assert sorted(v > 0 for v in define) == [False, True], define
+
+
+def test_quick_mode_writes_table_and_plots(quick_run):
+    name, work, _, _ = quick_run
+    report = work / "report"
+    table = (report / "results.md").read_text()
+    assert "quick mode: not a result" in table
+    for d in arm_dirs(work):
+        row = next(line for line in table.splitlines() if line.startswith(f"| {d.name} |"))
+        assert "not run" not in row
+    assert_png(report / "params_vs_quality.png")
+    assert_png(report / "valid_curves.png")
+
+
+def test_second_invocation_skips_finished_arms(quick_run):
+    name, work, args, _ = quick_run
+    before = {d.name: ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) for d in arm_dirs(work)}
+    out = study(name, *args).stdout
+    for arm, stamp in before.items():
+        assert f"{arm}: done" in out, out[-3000:]
+        d = work / arm
+        assert ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) == stamp, f"{arm} was redone"
+    assert "training" not in " ".join(l for l in out.splitlines() if "| studies |" in l)
+
+
+def test_missing_data_root_is_one_line_error(tmp_path):
+    proc = study("lm_ptb", "--quick", "--workdir", tmp_path / "w", "--data-root", tmp_path / "nowhere", check=False)
+    assert proc.returncode == 2
+    assert "no data root" in proc.stdout and "--data-root" in proc.stdout
+    assert "Traceback" not in proc.stdout
