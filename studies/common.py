@@ -24,13 +24,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_define.errors import UserError, cli_error
 from fairseq_define.output_files import atomic_write, write_text
-from fairseq_define.tools.results import (
-    checkpoint_params,
-    parse_params,
-    parse_updates,
-    plot_curves,
-    validation_curve,
-)
+from fairseq_define.tools.curves import plot_curves
+from fairseq_define.tools.result_records import checkpoint_params
+from fairseq_define.tools.train_log import parse_params, parse_updates, validation_curve
 
 logger = logging.getLogger("studies")
 
