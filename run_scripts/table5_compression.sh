@@ -42,7 +42,7 @@ missing=()
 for src in "${sources[@]}"; do [[ -f "$T2DIR/$src/done" ]] || missing+=("$src"); done
 if [[ ${#missing[@]} -gt 0 ]]; then
   step "Table 5 needs Table 2's ${missing[*]}: training them"
-  t2=(--rows "${missing[*]}" --workdir "$T2DIR" --data-root "$DATA_ROOT")
+  t2=(--rows "${missing[*]}" --workdir "$T2DIR" --prepared-dir "$PREP_ROOT")
   [[ $SMALL == 1 ]] && t2+=(--small)
   [[ -n "$UPDATES" ]] && t2+=(--updates "$UPDATES")
   [[ -n "$MINUTES" ]] && t2+=(--minutes "$MINUTES")
