@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import zipfile
 
 import pytest
 
@@ -66,10 +67,12 @@ def entry_points(tmp_path):
         "corpora.py": ["python3", CORPORA, "path", "ptb", "--data-root", root],
         "prepare_lm.sh": ["bash", ROOT / "run_scripts" / "prepare_lm.sh", "--dataset", "ptb",
                           "--out", tmp_path / "out", "--data-root", root],
+        # (a few updates: were the data taken, the run would stay short)
         "lstm_ptb": ["bash", ROOT / "examples" / "lstm_ptb" / "run.sh", "--workdir", tmp_path / "out",
-                     "--data-root", root],
+                     "--data-root", root, "--updates", "2", "--max-eval-lines", "5"],
         "table1c": ["bash", ROOT / "run_scripts" / "table1c_awd_lstm_ptb.sh", "--small", "--workdir", tmp_path / "out",
-                    "--prepared-dir", tmp_path / "out" / "data", "--data-root", root],
+                    "--prepared-dir", tmp_path / "out" / "data", "--data-root", root, "--updates", "2",
+                    "--max-eval-lines", "5"],
     }
 
 
@@ -98,8 +101,8 @@ def test_prepare_lm_checks_a_local_folder(tmp_path, shared_data):
 
 
 def published_files(tmp_path, shared_data, tamper=False):
-    """PTB as Mikolov's archive and Multi30k's val split as gzipped files, served from
-    file:// URLs, and a corpora.tsv that names them."""
+    """PTB as Mikolov's archive, WikiText-2 as its zip and Multi30k's val split as gzipped
+    files, served from file:// URLs, and a corpora.tsv that names them."""
     serve = tmp_path / "serve"
     serve.mkdir()
     with tarfile.open(serve / "simple-examples.tgz", "w:gz") as t:
@@ -110,9 +113,14 @@ def published_files(tmp_path, shared_data, tamper=False):
             info = tarfile.TarInfo(f"./simple-examples/data/ptb.{split}.txt")
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
+    with zipfile.ZipFile(serve / "wikitext-2-v1.zip", "w") as z:
+        for split in ("train", "valid", "test"):
+            z.write(shared_data / "wikitext-2" / f"wiki.{split}.tokens", f"wikitext-2/wiki.{split}.tokens")
     rows = []
     for f in corpora.read_table():
-        if f.dataset == "ptb":
+        if f.dataset == "wikitext-2":
+            rows.append([f.dataset, f.path, f.checksum, (serve / "wikitext-2-v1.zip").as_uri(), f.member])
+        elif f.dataset == "ptb":
             rows.append([f.dataset, f.path, f.checksum, (serve / "simple-examples.tgz").as_uri(), f.member])
         elif f.dataset == "multi30k" and "/val." in f.path:
             gz = serve / (os.path.basename(f.path) + ".gz")
@@ -127,7 +135,7 @@ def test_a_download_is_checked_and_kept(tmp_path, shared_data, monkeypatch):
     monkeypatch.setattr(corpora, "TABLE", published_files(tmp_path, shared_data))
     with pytest.raises(corpora.DataError, match="--download"):
         corpora.locate("ptb", tmp_path / "root")
-    for dataset in ("ptb", "multi30k"):
+    for dataset in ("ptb", "wikitext-2", "multi30k"):
         folder = corpora.locate(dataset, tmp_path / "root", download=True)
         for f in corpora.dataset_files(dataset):
             assert (folder / os.path.basename(f.path)).read_bytes() == (shared_data / f.path).read_bytes()
