@@ -38,14 +38,6 @@ fetch() {
   mv "$dest.part" "$dest"
 }
 
-# check_sum FILE ALGO:HEX: refuse a corrupt or changed file (md5 or sha1)
-check_sum() {
-  local file="$1" algo="${2%%:*}" want="${2#*:}" got
-  got=$("${algo}sum" "$file" | cut -d' ' -f1)
-  [[ "$got" == "$want" ]] \
-    || die "checksum mismatch for $file: $algo $got, expected $want. The file is corrupt or not the published version; delete it and run again, or pass your own copy with --local"
-}
-
 # corpus_dir SET: the folder of a corpus of run_scripts/corpora.tsv in the data root, checked
 # (downloaded with --download); stops with corpora.py's one-line error when it is not there
 corpus_dir() {

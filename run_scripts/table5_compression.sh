@@ -47,6 +47,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   [[ -n "$UPDATES" ]] && t2+=(--updates "$UPDATES")
   [[ -n "$MINUTES" ]] && t2+=(--minutes "$MINUTES")
   [[ $MAX_EVAL_LINES -gt 0 ]] && t2+=(--max-eval-lines "$MAX_EVAL_LINES")
+  t2+=(${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"})  # --download; the data root is in the environment
   bash "$RUN_SCRIPTS/table2_txl_wt103.sh" "${t2[@]}" -- ${EXTRA_TRAIN[@]+"${EXTRA_TRAIN[@]}"}
 fi
 
