@@ -8,7 +8,8 @@
 2. train: training step (forward+backward) of define_transformer_wmt_en_de, the AWD-LSTM and
    the Transformer-XL with DeFINE against the same model with a projective map at equal n
    (target overhead <= 3%), and the unique-token path's gain, on batches of real text
-   (WMT news, PTB, WikiText-2 from ../shared/data; words as ids in frequency order, so a
+   (WMT news, PTB, WikiText-2 from the data root, --data-root or $FAIRSEQ_DEFINE_DATA:
+   run_scripts/corpora.py; words as ids in frequency order, so a
    batch repeats tokens as text does).
 3. inference: an embedding lookup through cached DeFINE tables against a plain embedding
    table of the same size, and a whole LSTM LM forward (eval-lm's work) with a cached
@@ -20,8 +21,8 @@ Every ratio is printed with the machine it ran on.
 """
 
 import argparse
-import os
 import platform
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +33,18 @@ import fairseq_define  # noqa: F401
 from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineOptions, DefineUnit, build_schedule
 
 
-SHARED_DATA = Path(os.environ.get("FAIRSEQ_DEFINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
+import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
+
+DATA_ROOT = None  # --data-root
+
+
+def corpus(dataset: str, name: str) -> Path:
+    """One file of a data set of run_scripts/corpora.tsv, found and checked in the data root."""
+    try:
+        return corpora.locate(dataset, DATA_ROOT) / name
+    except corpora.DataError as e:
+        raise SystemExit(f"bench_define.py: error: {e}")
 
 
 def real_token_ids(path: Path, vocab: int, rows: int, length: int) -> torch.Tensor:
@@ -40,9 +52,6 @@ def real_token_ids(path: Path, vocab: int, rows: int, length: int) -> torch.Tens
     after fairseq's 4 specials (</s> = 2 ends each line), words past the vocabulary <unk> (3).
     The unique-token path's gain depends on how often a batch repeats tokens, so the ids must
     come from text."""
-    if not path.is_file():
-        raise SystemExit(f"{path} not found: the benchmarks read real text from ../shared/data "
-                         "(set FAIRSEQ_DEFINE_SHARED_DATA to its location)")
     lines = path.read_text(encoding="utf-8").splitlines()
     counts = Counter(w for line in lines for w in line.split())
     rank = {w: 4 + i for i, (w, _) in enumerate(counts.most_common(vocab - 4))}
@@ -135,11 +144,10 @@ def report(times, tokens, base="projective"):
 
 
 def bench_train(device, dtype, min_run_time, layers, rows, length):
-    news = SHARED_DATA / "wmt14_en_de" / "train_news_proxy"
     print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K vocabulary, "
           f"{rows}x{length} source and target tokens of WMT news text")
-    src = real_token_ids(news / "train.en", 32000, rows, length).to(device)
-    prev = real_token_ids(news / "train.de", 32000, rows, length).to(device)
+    src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
+    prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
     lengths = torch.full((rows,), length, device=device)
     models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers).items()}
 
@@ -171,16 +179,16 @@ def build_lm(arch, vocab, extra=()):
 
 
 def lm_variants(txl_layers):
-    """(label, corpus, vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row."""
+    """(label, (data set, file), vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row."""
     txl = ["--decoder-layers", str(txl_layers)]
     return [
-        ("AWD-LSTM (Table 1c sizes), PTB", "ptb/ptb.train.txt", 10000, (20, 70), {
+        ("AWD-LSTM (Table 1c sizes), PTB", ("ptb", "ptb.train.txt"), 10000, (20, 70), {
             "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
             "define": ("define_awd_lstm_ptb_define", []),
             "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
         }),
         (f"Transformer-XL n=128 (Table 2 sizes, {txl_layers} of 16 layers), WT-103 vocabulary, WikiText-2 text",
-         "wikitext-2/wiki.train.tokens", 267735, (8, 64), {
+         ("wikitext-2", "wiki.train.tokens"), 267735, (8, 64), {
             "projective": ("define_txl_wt103_projective_n128", txl),
             "define": ("define_txl_wt103_define_n128", txl),
             "define-plain": ("define_txl_wt103_define_n128", [*txl, "--define-token-path", "plain"]),
@@ -189,9 +197,9 @@ def lm_variants(txl_layers):
 
 
 def bench_lm_train(device, dtype, min_run_time, txl_layers):
-    for label, corpus, vocab, (B, T), variants in lm_variants(txl_layers):
+    for label, source, vocab, (B, T), variants in lm_variants(txl_layers):
         print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
-        tokens = real_token_ids(SHARED_DATA / corpus, vocab, B, T + 1).to(device)
+        tokens = real_token_ids(corpus(*source), vocab, B, T + 1).to(device)
 
         def make_step(model):
             model.train()
@@ -225,7 +233,7 @@ def bench_lm_inference(device, dtype, min_run_time):
     table.weight.data.copy_(cached.decoder.embed_tokens.cached_table.weight)
     plain.decoder.embed_tokens = table
     cached, plain = cached.to(device=device, dtype=dtype), plain.to(device=device, dtype=dtype)
-    tokens = real_token_ids(SHARED_DATA / "ptb" / "ptb.test.txt", 10000, 10, 70).to(device)
+    tokens = real_token_ids(corpus("ptb", "ptb.test.txt"), 10000, 10, 70).to(device)
     with torch.no_grad():
         torch.testing.assert_close(cached(tokens)[0], plain(tokens)[0])
         t = interleaved({"cached": lambda: cached(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
@@ -240,7 +248,7 @@ def bench_inference(device, dtype, min_run_time):
     plain = torch.nn.Embedding(32000, 512, padding_idx=1).eval()
     plain.weight.data.copy_(emb.cached_table.weight)
     emb, plain = emb.to(device=device, dtype=dtype), plain.to(device=device, dtype=dtype)
-    tokens = real_token_ids(SHARED_DATA / "wmt14_en_de" / "test" / "newstest2014.en", 32000, 64, 128).to(device)
+    tokens = real_token_ids(corpus("wmt14-test", "newstest2014.en"), 32000, 64, 128).to(device)
     with torch.no_grad():
         t = interleaved({"cached": lambda: emb(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
     inference_report(t, tokens.numel())
@@ -265,7 +273,11 @@ def main():
     parser.add_argument("--nmt-layers", type=int, default=6, help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)")
     parser.add_argument("--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)")
     parser.add_argument("--nmt-batch", default="32x64", help="benchmark 2's NMT batch, sentences x tokens per side")
+    parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
+                                            "locations of run_scripts/corpora.py)")
     args = parser.parse_args()
+    global DATA_ROOT
+    DATA_ROOT = args.data_root
     dtype = getattr(torch, args.dtype)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")

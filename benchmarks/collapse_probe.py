@@ -16,13 +16,12 @@ pairwise cosine and mean norm of the embedding outputs (the DeFINE unit's, or th
 projective map's) for the 500 most frequent words, at init and every ``--log-every``
 updates. Any other ``--flag value`` is passed to the architecture (fairseq's parser).
 
-Data: ``--data DIR`` with ptb.{train,valid}.txt; default $FAIRSEQ_DEFINE_DATA/ptb, else
-$FAIRSEQ_DEFINE_SHARED_DATA/ptb, else ../shared/data/ptb next to the repository.
+Data: PTB (ptb/ptb.{train,valid,test}.txt) in the data root, ``--data-root DIR`` or
+$FAIRSEQ_DEFINE_DATA, found and checked by run_scripts/corpora.py.
 """
 
 import argparse
 import math
-import os
 import sys
 import time
 from argparse import Namespace
@@ -39,11 +38,8 @@ from fairseq_define.models.lstm_lm import LSTMLanguageModel
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 
-def default_data() -> Path:
-    for var in ("FAIRSEQ_DEFINE_DATA", "FAIRSEQ_DEFINE_SHARED_DATA"):
-        if os.environ.get(var):
-            return Path(os.environ[var]) / "ptb"
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
+import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
 
 
 def load_ptb(folder: Path):
@@ -52,9 +48,6 @@ def load_ptb(folder: Path):
     lines = {}
     for split in ("train", "valid"):
         path = folder / f"ptb.{split}.txt"
-        if not path.is_file():
-            sys.exit(f"collapse_probe.py: error: {path} not found; pass --data DIR with "
-                     "ptb.train.txt and ptb.valid.txt")
         lines[split] = [line.split() for line in path.open(encoding="utf-8")]
     counts = Counter(w for line in lines["train"] for w in line)
     d = Dictionary()
@@ -101,7 +94,8 @@ def valid_ppl(model, criterion, stream, T=35):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, default=default_data())
+    p.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
+                                       "locations of run_scripts/corpora.py)")
     p.add_argument("--arch", default="define_lstm_small")
     p.add_argument("--updates", type=int, default=300)
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
@@ -114,7 +108,11 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     args, model_flags = p.parse_known_args(argv)
     torch.set_num_threads(args.threads)
-    d, streams = load_ptb(args.data)
+    try:
+        folder = corpora.locate("ptb", args.data_root)
+    except corpora.DataError as e:
+        sys.exit(f"collapse_probe.py: error: {e}")
+    d, streams = load_ptb(folder)
     torch.manual_seed(args.seed)
     parser = options.get_training_parser(default_task="language_modeling")
     margs = options.parse_args_and_arch(

@@ -1,4 +1,5 @@
-# Shared by the paper recipes in run_scripts/: options, downloads with checksums, and the
+# Shared by the paper recipes in run_scripts/ and the examples in examples/: options, the
+# corpora (run_scripts/corpora.py: the data root, checksums, downloads), and the
 # train -> evaluate -> record loop over a table's rows. Sourced, not run.
 #
 # A recipe's rows, their architectures and the paper's numbers come from
@@ -8,7 +9,6 @@ set -euo pipefail
 RUN_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$RUN_SCRIPTS/.." && pwd)"
 USER_DIR="$ROOT/fairseq_define"
-SHARED_DATA="${FAIRSEQ_DEFINE_SHARED_DATA:-$ROOT/../shared/data}"
 # the project's environment (make setup), when there is one and it is not already active
 if [[ -x "$ROOT/.venv/bin/fairseq-train" && ":$PATH:" != *":$ROOT/.venv/bin:"* ]]; then
   PATH="$ROOT/.venv/bin:$PATH"
@@ -38,54 +38,85 @@ fetch() {
   mv "$dest.part" "$dest"
 }
 
-# check_sum FILE ALGO:HEX: refuse a corrupt or changed file (md5 or sha1)
-check_sum() {
-  local file="$1" algo="${2%%:*}" want="${2#*:}" got
-  got=$("${algo}sum" "$file" | cut -d' ' -f1)
-  [[ "$got" == "$want" ]] \
-    || die "checksum mismatch for $file: $algo $got, expected $want. The file is corrupt or not the published version; delete it and run again, or pass your own copy with --local"
+# corpus_dir SET: the folder of a corpus of run_scripts/corpora.tsv in the data root, checked
+# (downloaded with --download); stops with corpora.py's one-line error when it is not there
+corpus_dir() {
+  python3 "$RUN_SCRIPTS/corpora.py" path "$1" ${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"} || exit 2
 }
 
-# -- options shared by the table recipes -------------------------------------------------
+# -- options shared by the table recipes and the examples -------------------------------
 SMALL=0
 WORKDIR=""
 ROWS=""
 UPDATES=""
 MINUTES=""
 LOCAL_DATA=""
-DATA_ROOT=""
+PREP_ROOT=""
 MAX_EVAL_LINES=0
 EXTRA_TRAIN=()
+CORPORA_ARGS=()
+
+DATA_USAGE='  --data-root DIR    the corpora (ptb/, wikitext-2/, ...: run_scripts/corpora.tsv); default
+                     $FAIRSEQ_DEFINE_DATA, else shared/data next to the checkout, else work/data
+  --download         download a missing public corpus into the data root, checked against
+                     the published checksums
+  --max-eval-lines N evaluate on the first N lines of each split only (quick checks; the
+                     result is then not the paper'"'"'s test set)'
+
+# data_option ARGS...: --data-root DIR or --download, the corpora options of every script;
+# sets SHIFT_BY to the words it used (0: not one of them)
+data_option() {
+  SHIFT_BY=2
+  case "$1" in
+    --data-root) [[ -n "${2:-}" ]] || die "--data-root needs a folder"
+                 export FAIRSEQ_DEFINE_DATA="$2"
+                 [[ "$2" == /* ]] || FAIRSEQ_DEFINE_DATA="$PWD/$2" ;;
+    --download) CORPORA_ARGS=(--download); SHIFT_BY=1 ;;
+    *) SHIFT_BY=0 ;;
+  esac
+}
+
+# shared_option ARGS...: one option that the recipes and the examples share (the corpora
+# options, outputs, training length, evaluation slice); sets SHIFT_BY as data_option does
+shared_option() {
+  data_option "$@"
+  [[ $SHIFT_BY -gt 0 ]] && return 0
+  SHIFT_BY=2
+  case "$1" in
+    --workdir) WORKDIR="$2" ;;
+    --updates) UPDATES="$2" ;;
+    --minutes) MINUTES="$2" ;;
+    --max-eval-lines) MAX_EVAL_LINES="$2" ;;
+    *) SHIFT_BY=0 ;;
+  esac
+}
 
 recipe_usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   cat <<EOF
 Options:
-  --small            the same pipeline on real data from ../shared/data with tiny models on a CPU
+  --small            the same pipeline on slices of real corpora with tiny models on a CPU
   --rows "A B"       only these rows (ids: fairseq-define-results rows --table $TABLE)
   --workdir DIR      outputs (default work/paper[_small]/table$TABLE); a rerun resumes training
                      from checkpoint_last.pt and skips finished steps
-  --local DIR        data already on disk instead of downloading (see the data script's --help)
-  --data-root DIR    where prepared data goes (default work/paper[_small]/data), shared by recipes
+  --local DIR        full scale: the data set's files already on disk (see the data script's --help)
+  --prepared-dir DIR where prepared data goes (default work/paper[_small]/data), shared by recipes
   --updates U        training updates per row (small mode default: ${SMALL_UPDATES:-see script})
   --minutes M        training time cap per row (small mode default: ${SMALL_MINUTES:-see script})
-  --max-eval-lines N evaluate on the first N lines of each split only (quick checks; the
-                     result is then not the paper's test set)
+$DATA_USAGE
   -- ARGS            extra fairseq-train arguments for every row
 EOF
 }
 
 parse_recipe_args() {
   while [[ $# -gt 0 ]]; do
+    shared_option "$@"
+    if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
     case "$1" in
       --small) SMALL=1; shift ;;
       --rows) ROWS="$2"; shift 2 ;;
-      --workdir) WORKDIR="$2"; shift 2 ;;
       --local) LOCAL_DATA="$2"; shift 2 ;;
-      --data-root) DATA_ROOT="$2"; shift 2 ;;
-      --updates) UPDATES="$2"; shift 2 ;;
-      --minutes) MINUTES="$2"; shift 2 ;;
-      --max-eval-lines) MAX_EVAL_LINES="$2"; shift 2 ;;
+      --prepared-dir) PREP_ROOT="$2"; shift 2 ;;
       -h|--help) recipe_usage; exit 0 ;;
       --) shift; EXTRA_TRAIN=("$@"); break ;;
       *) die "unknown option '$1' (see --help)" ;;
@@ -99,7 +130,7 @@ parse_recipe_args() {
   fi
   mkdir -p "$WORKDIR"
   WORKDIR="$(cd "$WORKDIR" && pwd)"
-  DATA_ROOT="${DATA_ROOT:-$PAPER_DIR/data}"
+  PREP_ROOT="${PREP_ROOT:-$PAPER_DIR/data}"
   if [[ $SMALL == 1 ]]; then
     UPDATES="${UPDATES:-$SMALL_UPDATES}"
     MINUTES="${MINUTES:-$SMALL_MINUTES}"
@@ -109,6 +140,7 @@ parse_recipe_args() {
     NUM_GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
     [[ "$NUM_GPUS" -gt 0 ]] || die "the full-scale recipe needs CUDA GPUs (none visible); run with --small for the CPU check"
     DEVICE_ARGS=()
+    CORPORA_ARGS=(--download)  # full scale fetches what is not in the data root
   fi
   LIMIT_ARGS=()
   [[ -n "$UPDATES" ]] && LIMIT_ARGS+=(--max-update "$UPDATES")
@@ -228,19 +260,24 @@ lm_family() {
   esac
   if [[ $SMALL == 1 ]]; then
     case "$DATASET" in
-      wikitext-103) DATA_DIR="$DATA_ROOT/wikitext-2-head"
-                    PREP_ARGS=(--dataset wikitext-2 --local "$SHARED_DATA/wikitext-2" --head-train 6000 --head-eval "${HEAD_EVAL:-400}") ;;
-      ptb) DATA_DIR="$DATA_ROOT/ptb"
-           PREP_ARGS=(--dataset ptb --local "$SHARED_DATA/ptb" --head-eval "${HEAD_EVAL:-600}") ;;
+      wikitext-103) DATA_DIR="$PREP_ROOT/wikitext-2-head"
+                    PREP_ARGS=(--dataset wikitext-2 --head-train 6000 --head-eval "${HEAD_EVAL:-400}") ;;
+      ptb) DATA_DIR="$PREP_ROOT/ptb"
+           PREP_ARGS=(--dataset ptb --head-eval "${HEAD_EVAL:-600}") ;;
     esac
-    [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
   else
-    DATA_DIR="$DATA_ROOT/$DATASET"
+    DATA_DIR="$PREP_ROOT/$DATASET"
     PREP_ARGS=(--dataset "$DATASET")
     [[ -n "$LOCAL_DATA" ]] && PREP_ARGS+=(--local "$LOCAL_DATA")
-    [[ $MAX_EVAL_LINES -gt 0 ]] && { DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); }
   fi
+  prep_data_args
   return 0
+}
+
+# prep_data_args: PREP_ARGS (of prepare_lm.sh) and DATA_DIR for --max-eval-lines and the corpora options
+prep_data_args() {
+  if [[ $MAX_EVAL_LINES -gt 0 ]]; then DATA_DIR="$DATA_DIR-eval$MAX_EVAL_LINES"; PREP_ARGS+=(--head-eval "$MAX_EVAL_LINES"); fi
+  PREP_ARGS+=(${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"})
 }
 
 # perplexity CKPT SPLIT: fairseq-eval-lm's perplexity of one split
@@ -255,7 +292,7 @@ perplexity() {
 run_lm_table() {
   lm_family "$1"
   check_rows_exist
-  step "Table $TABLE ($MODE): data ($DATASET, from ${LOCAL_DATA:-$([[ $SMALL == 1 ]] && echo "$SHARED_DATA" || echo "the download")})"
+  step "Table $TABLE ($MODE): data ($DATASET${LOCAL_DATA:+, from $LOCAL_DATA})"
   bash "$RUN_SCRIPTS/prepare_lm.sh" --out "$DATA_DIR" "${PREP_ARGS[@]}"
   local id arch args _src _comp dir valid test ckpt
   # the rows come on fd 3: the commands in the loop must not read them from stdin

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Every paper recipe in its small mode, then the figures: the whole pipeline of the paper
-# (data preparation, training, evaluation, results tables, plots) on real data from
-# ../shared/data with tiny models, on a CPU.
+# (data preparation, training, evaluation, results tables, plots) on slices of real corpora
+# with tiny models, on a CPU.
 #
-#   Command:   bash run_scripts/run_all_small.sh [--workdir DIR] [--updates U]
+#   Command:   bash run_scripts/run_all_small.sh [--workdir DIR] [--updates U] [--data-root R] [--download]
 #   Hardware:  2 CPU cores, about 75 minutes in all (docs/recipes.md lists each recipe's time).
 #   Output:    DIR/RESULTS.md (every table, ours beside the paper's), DIR/table*/valid_curves.png
 #              (validation perplexity against updates, paper Figure 6), DIR/figures/
 #              correlations_*.png (the correlation maps of paper Figures 4 and 7-11, from the
 #              small Table 2 models). DIR defaults to work/paper_small.
+#   Data:      PTB, WikiText-2, the WMT test sets and the WMT news proxy corpus in the data root
+#              (--data-root, else $FAIRSEQ_DEFINE_DATA, else run_scripts/corpora.py's defaults);
+#              --download fetches the public ones.
 set -euo pipefail
 TABLE=all
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="$ROOT/work/paper_small" PASS=()
 while [[ $# -gt 0 ]]; do
+  data_option "$@"  # --data-root reaches the recipes through FAIRSEQ_DEFINE_DATA
+  if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
   case "$1" in
     --workdir) OUT="$2"; shift 2 ;;
     --updates|--minutes|--max-eval-lines) PASS+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -32,8 +37,8 @@ for recipe in table3_transformer_wmt14 table1c_awd_lstm_ptb table2_txl_wt103 tab
   extra=()
   [[ $t == 5 ]] && extra=(--table2-workdir "$OUT/table2")
   # one failing recipe does not stop the others; the failures are listed at the end
-  bash "$RUN_SCRIPTS/$recipe.sh" --small --workdir "$OUT/table$t" --data-root "$OUT/data" \
-    ${extra[@]+"${extra[@]}"} ${PASS[@]+"${PASS[@]}"} < /dev/null \
+  bash "$RUN_SCRIPTS/$recipe.sh" --small --workdir "$OUT/table$t" --prepared-dir "$OUT/data" \
+    ${extra[@]+"${extra[@]}"} ${PASS[@]+"${PASS[@]}"} ${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"} < /dev/null \
     || failed+=("$recipe")
   echo "  $recipe: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s" | tee -a "$OUT/timings.txt"
 done

@@ -7,8 +7,8 @@
 #              bash run_scripts/table3_transformer_wmt14.sh --small    (CPU check, ~21 minutes)
 #   Hardware:  full: 8 GPUs (fewer: the same batch by --update-freq), 100K updates of 8 x 4096
 #              tokens in fp16, about a day on V100-class GPUs; data preparation 1-3 hours.
-#              Small: 2 CPU cores; the 23,739-pair WMT news proxy corpus of ../shared/data
-#              (8K BPE merges), 3+3-layer d=128 models, 300 updates each, validated on
+#              Small: 2 CPU cores; the 23,739-pair WMT news proxy corpus (wmt-news-proxy of
+#              run_scripts/corpora.tsv, in the data root: --data-root) (8K BPE merges), 3+3-layer d=128 models, 300 updates each, validated on
 #              the first 1,000 lines of newstest2013 and tested on all 3,003 lines of
 #              newstest2014 (output length capped at 1.2 x source + 10: an undertrained
 #              model otherwise repeats itself to 200 tokens).
@@ -35,16 +35,17 @@ CURVE_METRIC=valid_ppl
 
 PREP_ARGS=()
 if [[ $SMALL == 1 ]]; then
-  DATA_DIR="$DATA_ROOT/wmt_news_proxy"
-  W="$SHARED_DATA/wmt14_en_de"
-  PREP_ARGS=(--train "$W/train_news_proxy/train" --valid "$W/test/newstest2013" --test "$W/test/newstest2014"
+  DATA_DIR="$PREP_ROOT/wmt_news_proxy"
+  NEWS=$(corpus_dir wmt-news-proxy)
+  TESTS=$(corpus_dir wmt14-test)
+  PREP_ARGS=(--train "$NEWS/train" --valid "$TESTS/newstest2013" --test "$TESTS/newstest2014"
              --valid-name newstest2013 --test-name newstest2014 --bpe-ops 8000 --head-valid 1000)
   TRAIN_ARGS=(--lr 1.5e-3 --warmup-updates 200 --max-tokens 2048
               --save-interval-updates $(( UPDATES / 3 )) --keep-interval-updates 5)
   GEN_ARGS=(--max-len-a 1.2 --max-len-b 10)
   SUBSETS=(test)  # newstest2014, the paper's column
 else
-  DATA_DIR="$DATA_ROOT/wmt14_en_de"
+  DATA_DIR="$PREP_ROOT/wmt14_en_de"
   if [[ -n "$LOCAL_DATA" ]]; then
     PREP_ARGS=(--train "$LOCAL_DATA/train" --valid "$LOCAL_DATA/newstest2014" --test "$LOCAL_DATA/newstest2017")
   fi

@@ -42,11 +42,12 @@ missing=()
 for src in "${sources[@]}"; do [[ -f "$T2DIR/$src/done" ]] || missing+=("$src"); done
 if [[ ${#missing[@]} -gt 0 ]]; then
   step "Table 5 needs Table 2's ${missing[*]}: training them"
-  t2=(--rows "${missing[*]}" --workdir "$T2DIR" --data-root "$DATA_ROOT")
+  t2=(--rows "${missing[*]}" --workdir "$T2DIR" --prepared-dir "$PREP_ROOT")
   [[ $SMALL == 1 ]] && t2+=(--small)
   [[ -n "$UPDATES" ]] && t2+=(--updates "$UPDATES")
   [[ -n "$MINUTES" ]] && t2+=(--minutes "$MINUTES")
   [[ $MAX_EVAL_LINES -gt 0 ]] && t2+=(--max-eval-lines "$MAX_EVAL_LINES")
+  t2+=(${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"})  # --download; the data root is in the environment
   bash "$RUN_SCRIPTS/table2_txl_wt103.sh" "${t2[@]}" -- ${EXTRA_TRAIN[@]+"${EXTRA_TRAIN[@]}"}
 fi
 

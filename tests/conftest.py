@@ -11,7 +11,10 @@ import pytest
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("FAIRSEQ_DEFINE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+sys.path.insert(0, str(ROOT / "run_scripts"))
+import corpora  # noqa: E402  (the data root: $FAIRSEQ_DEFINE_DATA, else its default locations)
+
+DATA_ROOT = corpora.roots()[0]
 BIN = Path(sys.executable).parent  # the CLIs of the environment running the tests
 
 
@@ -34,12 +37,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not (SHARED_DATA / "README.md").is_file():
-        pytest.fail(
-            f"real corpora not found at {SHARED_DATA}: clone the project next to shared/ "
-            "or set FAIRSEQ_DEFINE_SHARED_DATA"
-        )
-    return SHARED_DATA
+    """The data root: the corpora of run_scripts/corpora.tsv and the smoke-test sets beside them."""
+    if not (DATA_ROOT / "ptb" / "ptb.train.txt").is_file():
+        pytest.fail(f"real corpora not found at {DATA_ROOT}: set {corpora.ENV} to the data root (docs/testing.md)")
+    return DATA_ROOT
 
 
 def define_cfg(**overrides):

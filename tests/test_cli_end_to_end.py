@@ -1,4 +1,4 @@
-"""The stock fairseq CLIs on small slices of real corpora from ../shared/data, with the
+"""The stock fairseq CLIs on small slices of real corpora from the data root, with the
 plugin loaded through --user-dir (absolute path), as a user runs them."""
 
 import re

@@ -1,5 +1,5 @@
-"""The paper recipes (run_scripts/) in their small mode, end to end on real data from
-../shared/data: data preparation, fairseq-train, evaluation, the results table and figures.
+"""The paper recipes (run_scripts/) in their small mode, end to end on real data from the
+data root: data preparation, fairseq-train, evaluation, the results table and figures.
 The NMT recipe (Table 3) and one language-model recipe (Table 1c) run here with a few
 updates; run_scripts/run_all_small.sh runs every recipe at its default small size."""
 
@@ -35,7 +35,7 @@ def assert_png(path, min_std=0.02):
 def nmt_run(tmp_path_factory, shared_data):
     work = tmp_path_factory.mktemp("table3")
     out = recipe("table3_transformer_wmt14.sh", "--small", "--updates", "24", "--minutes", "60", "--max-eval-lines", "40",
-                 "--workdir", work / "runs", "--data-root", work / "data").stdout
+                 "--workdir", work / "runs", "--prepared-dir", work / "data", "--data-root", shared_data).stdout
     return work, out
 
 
@@ -95,7 +95,7 @@ def lm_run(tmp_path_factory, shared_data):
     work = tmp_path_factory.mktemp("table1c")
     # --minutes: the small mode's time cap would cut the 30 updates short on a loaded machine
     args = ("--small", "--updates", "30", "--minutes", "60", "--max-eval-lines", "150", "--workdir", work / "runs",
-            "--data-root", work / "data")
+            "--prepared-dir", work / "data", "--data-root", shared_data)
     out = recipe("table1c_awd_lstm_ptb.sh", *args).stdout
     return work, args, out
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # LSTM language model on Penn Treebank, on a CPU: the same small AWD-LSTM-style model with a
 # projective map, with HGT and with DeFINE at equal n (the comparison of Tables 1 and 6, at
-# small scale), trained with AWD-LSTM's loss (AR/TAR) and optimizer (NT-ASGD, SGD at lr 30),
-# or with Adam (--optimizer adam).
+# small scale), trained with AWD-LSTM's loss (AR/TAR) and Adam (the recipes' small mode), or
+# AWD-LSTM's NT-ASGD at lr 30 (--optimizer nt_asgd).
 #
 #   Command:   bash examples/lstm_ptb/run.sh         (after `make setup`; options below)
 #   Hardware:  2 CPU cores, no GPU: --updates per model (default 2000, 1.5 epochs of 20 x 35
@@ -14,98 +14,60 @@
 #   Paper:     Table 1c (AWD-LSTM on PTB, 3 x 1150, 1000 epochs on a GPU): AWD-LSTM 61.2 / 58.8,
 #              AWD-LSTM + DeFINE 56.5 / 54.2 (val / test ppl); Table 6 (WikiText-103 LSTM):
 #              HGT 39.79 / 40.92, DeFINE 36.95 / 38.01.
-#
-# Data: ../shared/data/ptb when present, else --data DIR (ptb.{train,valid,test}.txt), else
-# downloaded from Mikolov's site (needs a network).
+#   Data:      PTB (ptb/ptb.{train,valid,test}.txt) in the data root (--data-root, else
+#              $FAIRSEQ_DEFINE_DATA, else run_scripts/corpora.py's defaults); --download
+#              fetches Mikolov's archive and checks it. Prepared by run_scripts/prepare_lm.sh.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../run_scripts/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
-DATA="$ROOT/../shared/data/ptb"
-WORKDIR="$ROOT/work/lstm_ptb"
-MINUTES=30
-UPDATES=2000
-OPTIMIZER=nt_asgd
-URL="http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
-
-usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
-  printf '%s\n' "Options:" \
-    "  --data DIR        folder with ptb.{train,valid,test}.txt" \
-    "  --workdir DIR     outputs (default work/lstm_ptb); reruns reuse finished steps" \
-    "  --updates U       training updates per model (default 2000)" \
-    "  --minutes M       training time cap per model (default 30)" \
-    "  --optimizer O     nt_asgd (AWD-LSTM: SGD lr 30, then averaging; default) or adam (lr 2e-3)"
-}
-
+WORKDIR="$ROOT/work/lstm_ptb" UPDATES=2000 MINUTES=30 OPTIMIZER=adam
 while [[ $# -gt 0 ]]; do
+  shared_option "$@"
+  if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
   case "$1" in
-    --data) DATA="$2"; shift 2 ;;
-    --workdir) WORKDIR="$2"; shift 2 ;;
-    --minutes) MINUTES="$2"; shift 2 ;;
-    --updates) UPDATES="$2"; shift 2 ;;
     --optimizer) OPTIMIZER="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    -h|--help)
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      printf '%s\n' "Options:" \
+        "  --workdir DIR      outputs (default work/lstm_ptb); reruns reuse finished steps" \
+        "  --updates U        training updates per model (default 2000)" \
+        "  --minutes M        training time cap per model (default 30)" \
+        "  --optimizer O      adam (lr 2e-3, default) or nt_asgd (AWD-LSTM: SGD lr 30, then averaging)"
+      echo "$DATA_USAGE"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-
-mkdir -p "$WORKDIR"
-if [[ ! -f "$DATA/ptb.train.txt" ]]; then
-  echo "PTB not found in $DATA: downloading $URL"
-  DATA="$WORKDIR/ptb"
-  if [[ ! -f "$DATA/ptb.train.txt" ]]; then
-    curl -fL "$URL" -o "$WORKDIR/simple-examples.tgz"
-    mkdir -p "$DATA"
-    tar -xzf "$WORKDIR/simple-examples.tgz" -C "$WORKDIR"
-    cp "$WORKDIR"/simple-examples/data/ptb.{train,valid,test}.txt "$DATA/"
-  fi
-fi
-
-BIN="$WORKDIR/bin"
-if [[ ! -f "$BIN/test.bin" ]]; then
-  fairseq-preprocess --only-source --trainpref "$DATA/ptb.train.txt" --validpref "$DATA/ptb.valid.txt" \
-    --testpref "$DATA/ptb.test.txt" --destdir "$BIN.tmp" --workers 2
-  rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
-fi
-
 case "$OPTIMIZER" in
-  nt_asgd) OPTIM_ARGS=(--optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --clip-norm 0.25 --nonmono 5) ;;
-  adam) OPTIM_ARGS=(--optimizer adam --lr 2e-3 --clip-norm 0.25) ;;
-  *) echo "run.sh: --optimizer must be nt_asgd or adam, got $OPTIMIZER" >&2; exit 2 ;;
+  nt_asgd) OPTIM_ARGS=(--optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --nonmono 5) ;;
+  adam) OPTIM_ARGS=(--optimizer adam --lr 2e-3) ;;
+  *) die "--optimizer must be adam or nt_asgd (got '$OPTIMIZER')" ;;
 esac
+LIMIT_ARGS=(--max-update "$UPDATES" --stop-time-hours "$(minutes_to_hours "$MINUTES")")
+DEVICE_ARGS=(--cpu)
+EVAL_ARGS=(--batch-size 1)  # one stream, the hidden state carried through the whole split
 
-USER_DIR="$ROOT/fairseq_define"
-train() {  # name, transform
-  local name="$1" dir="$WORKDIR/$1"
-  if [[ -f "$dir/done" ]]; then return; fi
-  mkdir -p "$dir"
-  # AWD-LSTM's recipe (clip 0.25, BPTT 35, batch 20, AR 2 / TAR 1, NT-ASGD at lr 30), shortened;
-  # a rerun resumes from checkpoint_last.pt
-  fairseq-train "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --arch define_lstm_small \
-    --define-transform "$2" --tokens-per-sample 35 --batch-size 20 --criterion awd_lm_loss \
-    "${OPTIM_ARGS[@]}" \
-    --max-update "$UPDATES" --stop-time-hours "$(python3 -c "print($MINUTES/60)")" \
-    --cpu --save-dir "$dir" --no-epoch-checkpoints --log-format simple --log-interval 200 \
-    --seed 1 2>&1 | tee "$dir/train.log"
-  touch "$dir/done"
-}
+DATA_DIR="$WORKDIR/data" PREP_ARGS=(--dataset ptb)
+prep_data_args
+step "data: PTB"
+bash "$RUN_SCRIPTS/prepare_lm.sh" --out "$DATA_DIR" "${PREP_ARGS[@]}"
 
-evaluate() {  # name, split -> perplexity (batch size 1: one stream, state carried throughout)
-  fairseq-eval-lm "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
-    --path "$WORKDIR/$1/checkpoint_best.pt" --batch-size 1 --cpu 2>&1 \
-    | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p'
-}
+for name in projective hgt define; do
+  step "train define_lstm_small --define-transform $name"
+  # AWD-LSTM's recipe (clip 0.25, BPTT 35, batch 20, AR 2 / TAR 1), shortened; a rerun
+  # resumes from checkpoint_last.pt
+  train_run "$WORKDIR/$name" "$DATA_DIR/bin" define_lstm_small --define-transform "$name" \
+    --task contiguous_lm --tokens-per-sample 35 --batch-size 20 --criterion awd_lm_loss --clip-norm 0.25 \
+    "${OPTIM_ARGS[@]}" --no-epoch-checkpoints
+done
 
-train projective projective
-train hgt hgt
-train define define
-
+step "evaluate (fairseq-eval-lm, checkpoint_best.pt)"
 printf '\n%-12s %10s %10s %10s %10s %8s %16s\n' "map" "DeFINE" "context" "in-out" "total" "updates" "val / test ppl"
 for name in projective hgt define; do
-  dist=$(grep -m1 "paper's distribution" "$WORKDIR/$name/train.log" \
+  log="$WORKDIR/$name/train.log" ckpt="$WORKDIR/$name/checkpoint_best.pt"
+  dist=$(grep -m1 "paper's distribution" "$log" \
     | sed 's/.*DeFINE \([0-9.]*M\) | context model \([0-9.]*M\) | input-output \([0-9.]*M\) | total \([0-9.]*M\).*/\1 \2 \3 \4/')
-  updates=$(grep -o "num_updates [0-9]*" "$WORKDIR/$name/train.log" | tail -1 | cut -d' ' -f2)
+  updates=$(grep -oE 'num_updates": "?[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+  # shellcheck disable=SC2086  # dist: four words
   printf '%-12s %10s %10s %10s %10s %8s %16s\n' "$name" $dist "$updates" \
-    "$(evaluate "$name" valid) / $(evaluate "$name" test)"
+    "$(perplexity "$ckpt" valid) / $(perplexity "$ckpt" test)"
 done

@@ -19,9 +19,8 @@
 # --train/--valid/--test PREFIX (PREFIX.$SRC and PREFIX.$TGT files); --also-test PREFIX
 # (repeatable) scores more test sets.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../run_scripts/lib.sh"  # ROOT, die, step, the environment
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
 SRC=en
 TGT=de
 SRC_FILE="$ROOT/examples/data/tatoeba_de_en/tatoeba.en.gz"
@@ -71,12 +70,10 @@ while [[ $# -gt 0 ]]; do
     --arch) ARCH="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; EXTRA_TRAIN_ARGS=("$@"); break ;;
-    *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 
-die() { echo "run.sh: error: $*" >&2; exit 2; }
-step() { echo; echo "==> $*"; }
 cat_any() { if [[ "$1" == *.gz ]]; then gzip -dc "$1"; else cat "$1"; fi; }
 
 RAW="$WORKDIR/raw"; TOK="$WORKDIR/tok"; BIN="$WORKDIR/data-bin"; CKPT="$WORKDIR/checkpoints"

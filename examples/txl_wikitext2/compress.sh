@@ -2,7 +2,7 @@
 # Table 5 at small scale: the WikiText-2 Transformer-XL models of run.sh with their lookup
 # tables as 32 x 16 compositional codes (Shu & Nakayama 2018), test perplexity before/after.
 #
-#   Command:   bash examples/txl_wikitext2/compress.sh   (after run.sh; same --workdir)
+#   Command:   bash examples/txl_wikitext2/compress.sh   (after run.sh; same --workdir, --max-eval-lines)
 #   Hardware:  2 CPU cores: about a minute of code learning per model and 2-3 minutes per
 #              evaluation.
 #   Expected:  look-up table sizes (MB) and test perplexity with and without compression for
@@ -10,29 +10,27 @@
 #   Paper:     Table 5 (WikiText-103, n=128): projective 127 MB / 29.16 -> 21 MB / 29.82,
 #              DeFINE 127 MB / 26.33 -> 21 MB / 26.03 (test ppl).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../run_scripts/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
 WORKDIR="$ROOT/work/txl_wikitext2"
 CODE_ARGS=()
-
 while [[ $# -gt 0 ]]; do
+  shared_option "$@"  # --workdir and --max-eval-lines: run.sh's
+  if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
   case "$1" in
-    --workdir) WORKDIR="$2"; shift 2 ;;
     --init|--refine-rounds|--steps) CODE_ARGS+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-               echo "Options: --workdir DIR (run.sh's); --init random|autoencoder, --refine-rounds N, --steps N"
+               echo "Options: --workdir DIR, --max-eval-lines N (run.sh's); --init random|autoencoder, --refine-rounds N, --steps N"
                echo "         (passed to fairseq-define-compress: code start, refinement rounds, autoencoder steps)"; exit 0 ;;
-    *) echo "compress.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-
-BIN="$WORKDIR/bin"
-USER_DIR="$ROOT/fairseq_define"
-test_ppl() {  # checkpoint -> test perplexity
-  fairseq-eval-lm "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset test \
-    --path "$1" --batch-size 10 --cpu 2>&1 | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p'
-}
+DATA_DIR="$WORKDIR/data" PREP_ARGS=()
+prep_data_args  # run.sh's data folder
+[[ -f "$DATA_DIR/bin/done" ]] || die "no prepared data in $DATA_DIR: run examples/txl_wikitext2/run.sh (same --workdir and --max-eval-lines) first"
+DEVICE_ARGS=(--cpu)
+EVAL_ARGS=(--batch-size 10)
+test_ppl() { perplexity "$1" test; }
 
 printf '\n%-12s %-12s %12s %12s\n' "model" "compression" "tables (MB)" "test ppl"
 for name in projective define; do

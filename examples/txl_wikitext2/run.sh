@@ -11,93 +11,56 @@
 #              n=128 -> d=256; docs/language_models.md lists what it printed here.
 #   Paper:     Table 2 (WikiText-103, 16-layer Transformer-XL, 200K steps on GPUs): at
 #              n=128, projective 28.06 / 29.16 and DeFINE 25.43 / 26.33 (val / test ppl).
-#
-# Data: ../shared/data/wikitext-2 when present, else --data DIR (wiki.{train,valid,test}.tokens),
-# else downloaded from the WikiText site (needs a network).
+#   Data:      WikiText-2 (wikitext-2/wiki.{train,valid,test}.tokens) in the data root
+#              (--data-root, else $FAIRSEQ_DEFINE_DATA, else run_scripts/corpora.py's
+#              defaults); --download fetches the published zip and checks it. Prepared by
+#              run_scripts/prepare_lm.sh.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../run_scripts/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
-DATA="$ROOT/../shared/data/wikitext-2"
-WORKDIR="$ROOT/work/txl_wikitext2"
-UPDATES=4000
-SCHEDULE=4000
-MINUTES=30
-URL="https://wikitext.smerity.com/wikitext-2-v1.zip"
-
-usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
-  cat <<EOF
-Options:
-  --data DIR        folder with wiki.{train,valid,test}.tokens
-  --workdir DIR     outputs (default work/txl_wikitext2); reruns reuse finished steps
-  --updates U       training updates per model (default 4000)
-  --schedule S      length of the cosine schedule in updates (default 4000), fixed so that
-                    runs stopped at different points follow the same learning rates
-  --minutes M       training time cap per model (default 30)
-EOF
-}
-
+WORKDIR="$ROOT/work/txl_wikitext2" UPDATES=4000 SCHEDULE=4000 MINUTES=30
 while [[ $# -gt 0 ]]; do
+  shared_option "$@"
+  if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
   case "$1" in
-    --data) DATA="$2"; shift 2 ;;
-    --workdir) WORKDIR="$2"; shift 2 ;;
-    --updates) UPDATES="$2"; shift 2 ;;
     --schedule) SCHEDULE="$2"; shift 2 ;;
-    --minutes) MINUTES="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    -h|--help)
+      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+      printf '%s\n' "Options:" \
+        "  --workdir DIR      outputs (default work/txl_wikitext2); reruns reuse finished steps" \
+        "  --updates U        training updates per model (default 4000)" \
+        "  --schedule S       length of the cosine schedule in updates (default 4000), fixed so that" \
+        "                     runs stopped at different points follow the same learning rates" \
+        "  --minutes M        training time cap per model (default 30)"
+      echo "$DATA_USAGE"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+LIMIT_ARGS=(--max-update "$UPDATES" --stop-time-hours "$(minutes_to_hours "$MINUTES")")
+DEVICE_ARGS=(--cpu)
+EVAL_ARGS=(--batch-size 10)
 
-mkdir -p "$WORKDIR"
-if [[ ! -f "$DATA/wiki.train.tokens" ]]; then
-  echo "WikiText-2 not found in $DATA: downloading $URL"
-  DATA="$WORKDIR/wikitext-2"
-  if [[ ! -f "$DATA/wiki.train.tokens" ]]; then
-    curl -fL "$URL" -o "$WORKDIR/wikitext-2-v1.zip"
-    unzip -q -o "$WORKDIR/wikitext-2-v1.zip" -d "$WORKDIR"
-  fi
-fi
+DATA_DIR="$WORKDIR/data" PREP_ARGS=(--dataset wikitext-2)
+prep_data_args
+step "data: WikiText-2"
+bash "$RUN_SCRIPTS/prepare_lm.sh" --out "$DATA_DIR" "${PREP_ARGS[@]}"
 
-BIN="$WORKDIR/bin"
-if [[ ! -f "$BIN/test.bin" ]]; then
-  fairseq-preprocess --only-source --trainpref "$DATA/wiki.train.tokens" \
-    --validpref "$DATA/wiki.valid.tokens" --testpref "$DATA/wiki.test.tokens" \
-    --destdir "$BIN.tmp" --workers 2
-  rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
-fi
-
-USER_DIR="$ROOT/fairseq_define"
-train() {  # name, extra args...
-  local name="$1"; shift
-  local dir="$WORKDIR/$name"
-  if [[ -f "$dir/done" ]]; then return; fi
-  mkdir -p "$dir"
-  fairseq-train "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --arch define_txl_small "$@" \
-    --tokens-per-sample 64 --batch-size 16 --criterion projected_adaptive_loss \
+for name in projective define; do
+  step "train define_txl_small --define-transform $name"
+  train_run "$WORKDIR/$name" "$DATA_DIR/bin" define_txl_small --define-transform "$name" \
+    --task contiguous_lm --tokens-per-sample 64 --batch-size 16 --criterion projected_adaptive_loss \
     --optimizer adam --lr 1e-3 --lr-scheduler cosine --warmup-updates 200 --warmup-init-lr 1e-7 \
-    --lr-period-updates "$((SCHEDULE - 200))" \
-    --clip-norm 0.25 --max-update "$UPDATES" --stop-time-hours "$(python3 -c "print($MINUTES/60)")" \
-    --cpu --save-dir "$dir" --no-epoch-checkpoints --log-format simple --log-interval 200 \
-    --seed 1 2>&1 | tee "$dir/train.log"
-  touch "$dir/done"
-}
+    --lr-period-updates "$((SCHEDULE - 200))" --clip-norm 0.25 --no-epoch-checkpoints
+done
 
-evaluate() {  # name, split -> perplexity
-  fairseq-eval-lm "$BIN" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
-    --path "$WORKDIR/$1/checkpoint_last.pt" --batch-size 10 --cpu 2>&1 \
-    | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p'
-}
-
-train projective
-train define --define-transform define
-
+step "evaluate (fairseq-eval-lm, checkpoint_last.pt: the end of the cosine schedule)"
 printf '\n%-12s %10s %10s %10s %10s %8s %10s\n' "input" "DeFINE" "context" "in-out" "total" "updates" "val/test"
 for name in projective define; do
-  dist=$(grep -m1 "paper's distribution" "$WORKDIR/$name/train.log" \
+  log="$WORKDIR/$name/train.log" ckpt="$WORKDIR/$name/checkpoint_last.pt"
+  dist=$(grep -m1 "paper's distribution" "$log" \
     | sed 's/.*DeFINE \([0-9.]*M\) | context model \([0-9.]*M\) | input-output \([0-9.]*M\) | total \([0-9.]*M\).*/\1 \2 \3 \4/')
-  updates=$(grep -o "num_updates [0-9]*" "$WORKDIR/$name/train.log" | tail -1 | cut -d' ' -f2)
+  updates=$(grep -oE 'num_updates": "?[0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$')
+  # shellcheck disable=SC2086  # dist: four words
   printf '%-12s %10s %10s %10s %10s %8s %10s\n' "$name" $dist "$updates" \
-    "$(evaluate "$name" valid) / $(evaluate "$name" test)"
+    "$(perplexity "$ckpt" valid) / $(perplexity "$ckpt" test)"
 done
