@@ -32,29 +32,21 @@ logger = logging.getLogger("studies")
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB_SH = ROOT / "run_scripts" / "lib.sh"
-DATA_ENV = "FAIRSEQ_DEFINE_DATA"
+sys.path.insert(0, str(ROOT / "run_scripts"))
+import corpora  # noqa: E402  (the data root and the corpora's checksums)
 RESULT_FILE = "result.json"
 WALL_FILE = "wall_seconds"  # training seconds summed over the invocations that trained the arm
 DPI = 100
 
 
-def data_root(value: Optional[str] = None) -> Path:
-    """The folder holding the corpora (multi30k/, ptb/, wikitext-2/): --data-root, else
-    $FAIRSEQ_DEFINE_DATA, else ../shared/data beside the checkout. The one place the studies
-    look for data."""
-    candidates = [value] if value else [os.environ.get(DATA_ENV), str(ROOT.parent / "shared" / "data")]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate).resolve()
-    where = value or os.environ.get(DATA_ENV) or ROOT.parent / "shared" / "data"
-    raise UserError(f"no data root at {where}; pass --data-root DIR (or set {DATA_ENV}) to the folder "
-                    "holding multi30k/, ptb/ and wikitext-2/")
-
-
-def require_files(folder: Path, names: Sequence[str], what: str) -> None:
-    missing = [n for n in names if not (folder / n).is_file()]
-    if missing:
-        raise UserError(f"{what}: {folder} lacks {', '.join(missing)}; pass --data-root DIR with the corpus in it")
+def corpus(dataset: str, args) -> Path:
+    """The folder holding ``dataset`` (a set of run_scripts/corpora.tsv), checked against its
+    published checksums: --data-root, else $FAIRSEQ_DEFINE_DATA, else the default locations;
+    fetched into the data root with --download. The one place the studies look for data."""
+    try:
+        return corpora.locate(dataset, args.data_root, download=args.download)
+    except corpora.DataError as e:
+        raise UserError(str(e)) from None
 
 
 @dataclass
@@ -366,7 +358,10 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
 
 def base_parser(prog: str, doc: str, default_updates: int, default_minutes: float) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", help=f"folder with the corpora (default ${DATA_ENV}, else ../shared/data)")
+    p.add_argument("--data-root", help=f"folder with the corpora (default ${corpora.ENV}, else the default locations of "
+                   "run_scripts/corpora.py)")
+    p.add_argument("--download", action="store_true", help="fetch a missing corpus into the data root, checked against "
+                   "run_scripts/corpora.tsv")
     p.add_argument("--workdir", help="runs go to WORKDIR/<arm>; a rerun skips finished arms and resumes a cut one "
                    "(default work/studies/<study>[_quick])")
     p.add_argument("--out", help="where results.md and the plots go (default docs/studies/<study>; "

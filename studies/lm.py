@@ -12,12 +12,11 @@ from .common import (
     Budget,
     Report,
     base_parser,
-    data_root,
+    corpus,
     lm_perplexity,
     main_wrapper,
     print_arms,
     record_arm,
-    require_files,
     resolve_dirs,
     run_arms,
     run_script,
@@ -34,9 +33,7 @@ class LMStudy:
     name: str  # lm_ptb
     title: str
     doc: str
-    dataset: str  # prepare_lm.sh --dataset
-    corpus_dir: str  # under the data root
-    corpus_files: Sequence[str]
+    dataset: str  # prepare_lm.sh --dataset, a set of run_scripts/corpora.tsv
     arms: Callable[[bool], List[Arm]]  # quick -> arms
     recipe: Callable[[int, bool], List[str]]  # (updates, quick) -> fairseq-train args shared by every arm
     eval_args: Sequence[str]  # lib.sh's EVAL_ARGS for fairseq-eval-lm
@@ -56,15 +53,13 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
     if args.list:
         print_arms(grid)
         return 0
-    root = data_root(args.data_root)
-    corpus = root / study.corpus_dir
-    require_files(corpus, study.corpus_files, study.dataset)
+    corpus_dir = corpus(study.dataset, args)
     workdir, out_dir = resolve_dirs(args, study.name)
     data_dir = workdir / "data"
-    prep = ["--dataset", study.dataset, "--local", corpus, "--out", data_dir, "--workers", "2"]
+    prep = ["--dataset", study.dataset, "--local", corpus_dir, "--out", data_dir, "--workers", "2"]
     if args.quick:
         prep += list(study.quick_head)
-    logger.info("data: %s from %s -> %s", study.dataset, corpus, data_dir)
+    logger.info("data: %s from %s -> %s", study.dataset, corpus_dir, data_dir)
     run_script("prepare_lm.sh", prep, workdir / "prepare.log")
 
     updates = args.updates or (study.quick_updates if args.quick else study.updates)

@@ -60,8 +60,7 @@ def recipe(updates: int, quick: bool) -> List[str]:
 
 STUDY = LMStudy(
     name="lm_wikitext2", title="Study 3: WikiText-2, perplexity against parameters (Transformer-XL)",
-    doc=__doc__, dataset="wikitext-2", corpus_dir="wikitext-2",
-    corpus_files=("wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"),
+    doc=__doc__, dataset="wikitext-2",
     arms=arms, recipe=recipe,
     eval_args=("--batch-size", "10", "--model-overrides",
                "{'tgt_len': 64, 'mem_len': 128, 'clamp_len': 128, 'same_length': True}"),

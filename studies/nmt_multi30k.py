@@ -44,11 +44,10 @@ from .common import (
     Budget,
     Report,
     base_parser,
-    data_root,
+    corpus,
     main_wrapper,
     print_arms,
     record_arm,
-    require_files,
     resolve_dirs,
     run_arms,
     run_script,
@@ -115,10 +114,8 @@ def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> L
 # ---------------------------------------------------------------------------- data
 
 
-def prepare(root: Path, data_dir: Path, quick: bool, log: Path) -> None:
-    m = root / "multi30k" / "raw"
-    require_files(m, ["train.en", "train.de", "val.en", "val.de", "test_2016_flickr.en", "test_2016_flickr.de"],
-                  "Multi30k")
+def prepare(m: Path, data_dir: Path, quick: bool, log: Path) -> None:
+    """BPE and binarize Multi30k (``m``: the folder of its raw files)."""
     args = ["--out", data_dir, "--train", m / "train", "--valid", m / "val", "--test", m / "test_2016_flickr",
             "--valid-name", "val", "--test-name", "test_2016_flickr", "--workers", "2"]
     if quick:
@@ -250,7 +247,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = base_parser(PROG, __doc__, UPDATES, MINUTES)
     p.add_argument("extra_tests", nargs="*", metavar="EXTRA_TEST_PREFIX",
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
-                   "../shared/data/wmt14_en_de/test/newstest2014")
+                   "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
                    help="deciding: DeFINE and projective at d=128 only; full: at every width")
     p.add_argument("--find-budget", action="store_true",
@@ -272,14 +269,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise UserError(f'--budgets "{args.budgets}": give update counts, e.g. --budgets "1000 2000 4000"') from None
     if args.quick and args.budgets == " ".join(map(str, BUDGETS)):
         budgets = list(QUICK["budgets"])
-    root = data_root(args.data_root)
+    multi30k = corpus("multi30k", args)
     workdir, out_dir = resolve_dirs(args, STUDY)
     recipe = list(RECIPE)
     if args.quick:
         i = recipe.index("--warmup-updates")
         recipe[i + 1] = QUICK["warmup"]
     data_dir = workdir / "data"
-    prepare(root, data_dir, args.quick, workdir / "prepare.log")
+    prepare(multi30k, data_dir, args.quick, workdir / "prepare.log")
     extras = {Path(x).name: prepare_extra(x, data_dir, args.quick, workdir / "prepare.log") for x in args.extra_tests}
     minutes = args.minutes if args.minutes is not None else (QUICK["minutes"] if args.quick else MINUTES)
 

@@ -77,5 +77,5 @@ def test_second_invocation_skips_finished_arms(quick_run):
 def test_missing_data_root_is_one_line_error(tmp_path):
     proc = study("lm_ptb", "--quick", "--workdir", tmp_path / "w", "--data-root", tmp_path / "nowhere", check=False)
     assert proc.returncode == 2
-    assert "no data root" in proc.stdout and "--data-root" in proc.stdout
+    assert "ptb not found under" in proc.stdout and "--data-root" in proc.stdout and "--download" in proc.stdout
     assert "Traceback" not in proc.stdout
