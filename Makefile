@@ -14,10 +14,10 @@ demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
 
 # pytest-xdist workers, one torch thread each; tests that share a recipe run or a checkpoint
-# made in their file stay on one worker (loadgroup, set in tests/conftest.py).
+# made in their file stay on one worker (loadfile; tests/conftest.py shares the rest).
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 
 test: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(XDIST) $(PYTEST_ARGS)

@@ -32,43 +32,20 @@ CLI_MODULES = {
 CLI_FIXTURES = {"wmt_bin", "trained", "lm_checkpoints"}
 
 
+@pytest.hookimpl(wrapper=True)  # around the others: the marker is there before -m reads it
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__.rsplit(".", 1)[-1] in CLI_MODULES or CLI_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.cli)
-    if config.pluginmanager.hasplugin("xdist"):
-        group_by_module_fixtures(items)
+    yield
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # pytest-xdist (--dist loadfile: a file's tests, and so its module fixtures, stay on one
+        # worker) hands the files out in this order: the longest, then the other CLI files, first
+        items.sort(key=lambda item: (item.module.__name__.rsplit(".", 1)[-1] not in LONGEST_MODULES,
+                                     item.get_closest_marker("cli") is None))
 
 
-def group_by_module_fixtures(items):
-    """For ``pytest -n 2 --dist loadgroup``: the tests that share a module's (or a test
-    file's session) fixture run on one worker, so that fixture (a recipe run, a trained
-    checkpoint) is made once; the fixtures of this conftest are shared across workers by
-    ``made_once`` instead. Grouped tests go first: they are the long ones."""
-    by_module = {}
-    for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        names = [name for name, fdefs in (defs.name2fixturedefs.items() if defs else ())
-                 if fdefs[-1].scope in ("module", "session", "package", "class")
-                 and fdefs[-1].func.__module__ == item.module.__name__]
-        if names:
-            by_module.setdefault(item.module.__name__, []).append((item, names))
-    grouped = set()
-    for module, entries in by_module.items():
-        parent = {}  # union-find: fixtures used together by one test share a group
-
-        def find(x):
-            while parent.setdefault(x, x) != x:
-                x = parent[x]
-            return x
-
-        for _, names in entries:
-            for name in names[1:]:
-                parent[find(name)] = find(names[0])
-        for item, names in entries:
-            item.add_marker(pytest.mark.xdist_group(f"{module}:{find(names[0])}"))
-            grouped.add(item.nodeid)
-    items.sort(key=lambda item: item.nodeid not in grouped)
+LONGEST_MODULES = ("test_recipes", "test_crash_safe", "test_bad_input")
 
 
 def made_once(tmp_path_factory, name, build):
