@@ -17,7 +17,7 @@ demo: $(STAMP)
 # made in their file stay on one worker (loadfile; tests/conftest.py shares the rest).
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadfile
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(XDIST) $(PYTEST_ARGS)
