@@ -41,11 +41,16 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # pytest-xdist (--dist loadfile: a file's tests, and so its module fixtures, stay on one
         # worker) hands the files out in this order: the longest, then the other CLI files, first
-        items.sort(key=lambda item: (item.module.__name__.rsplit(".", 1)[-1] not in LONGEST_MODULES,
-                                     item.get_closest_marker("cli") is None))
+        def rank(item):
+            name = item.module.__name__.rsplit(".", 1)[-1]
+            longest = LONGEST_MODULES.index(name) if name in LONGEST_MODULES else len(LONGEST_MODULES)
+            return longest, item.get_closest_marker("cli") is None
+
+        items.sort(key=rank)
 
 
-LONGEST_MODULES = ("test_recipes", "test_crash_safe", "test_bad_input")
+# longest first; each worker starts with two files, so the first and third share a worker
+LONGEST_MODULES = ("test_recipes", "test_bad_input", "test_crash_safe")
 
 
 def made_once(tmp_path_factory, name, build):
