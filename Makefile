@@ -13,12 +13,18 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
 
+# pytest-xdist workers, one torch thread each; tests that share a recipe run or a checkpoint
+# made in their file stay on one worker (loadfile; tests/conftest.py shares the rest).
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP)
-	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(XDIST) $(PYTEST_ARGS)
 
 # the in-process unit tests only (no fairseq CLI, no recipe): the inner loop (docs/testing.md)
 test-fast: $(STAMP)
-	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not cli" $(PYTEST_ARGS)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not cli" $(XDIST) $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

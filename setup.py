@@ -24,7 +24,8 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "hypothesis"]},
+    # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)
+    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"]},
     entry_points={
         "console_scripts": [
             "fairseq-define-patch-fairseq = fairseq_define_patch:main",

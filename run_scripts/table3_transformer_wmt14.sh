@@ -25,7 +25,8 @@
 #   Output:    WORKDIR/results.md, WORKDIR/valid_curves.png, WORKDIR/<row>/{train.log,
 #              checkpoint_best.pt, averaged.pt, *.scores, result.json}.
 #   Local data (no network): --local DIR with DIR/train.{en,de}, DIR/newstest2014.{en,de} and
-#              DIR/newstest2017.{en,de}, untokenized.
+#              DIR/newstest2017.{en,de}, untokenized; with --small, DIR/train.{en,de} only
+#              (in place of the proxy corpus; the test sets still come from the data root).
 set -euo pipefail
 TABLE=3 SMALL_UPDATES=300 SMALL_MINUTES=10
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -36,9 +37,10 @@ CURVE_METRIC=valid_ppl
 PREP_ARGS=()
 if [[ $SMALL == 1 ]]; then
   DATA_DIR="$PREP_ROOT/wmt_news_proxy"
-  NEWS=$(corpus_dir wmt-news-proxy)
+  if [[ -n "$LOCAL_DATA" ]]; then TRAIN_PREFIX="$LOCAL_DATA/train"  # your own pairs in place of the proxy
+  else TRAIN_PREFIX="$(corpus_dir wmt-news-proxy)/train"; fi
   TESTS=$(corpus_dir wmt14-test)
-  PREP_ARGS=(--train "$NEWS/train" --valid "$TESTS/newstest2013" --test "$TESTS/newstest2014"
+  PREP_ARGS=(--train "$TRAIN_PREFIX" --valid "$TESTS/newstest2013" --test "$TESTS/newstest2014"
              --valid-name newstest2013 --test-name newstest2014 --bpe-ops 8000 --head-valid 1000)
   TRAIN_ARGS=(--lr 1.5e-3 --warmup-updates 200 --max-tokens 2048
               --save-interval-updates $(( UPDATES / 3 )) --keep-interval-updates 5)

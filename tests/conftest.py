@@ -1,12 +1,19 @@
 import os
+import pickle
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import re
-
 import pytest
+from filelock import FileLock
+
+# Under pytest-xdist (make test: two workers on two cores) each worker and the CLIs it
+# starts use one thread, so the workers do not fight over the cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
@@ -23,16 +30,47 @@ BIN = Path(sys.executable).parent  # the CLIs of the environment running the tes
 # leaves them out and runs the in-process unit tests.
 CLI_MODULES = {
     "test_bad_input", "test_cached_tables", "test_checkpoint_safety", "test_cli_end_to_end", "test_crash_safe",
-    "test_distributed_cpu", "test_lstm_cli", "test_recipes", "test_txl_cli",
-    "test_studies",
+    "test_distributed_cpu", "test_lm_resume", "test_lstm_cli", "test_recipes", "test_studies", "test_txl_cli",
 }
 CLI_FIXTURES = {"wmt_bin", "trained", "lm_checkpoints"}
 
 
+@pytest.hookimpl(wrapper=True)  # around the others: the marker is there before -m reads it
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__.rsplit(".", 1)[-1] in CLI_MODULES or CLI_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.cli)
+    yield
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # pytest-xdist (--dist loadfile: a file's tests, and so its module fixtures, stay on one
+        # worker) hands the files out in this order: the longest, then the other CLI files, first
+        def rank(item):
+            name = item.module.__name__.rsplit(".", 1)[-1]
+            longest = LONGEST_MODULES.index(name) if name in LONGEST_MODULES else len(LONGEST_MODULES)
+            return longest, item.get_closest_marker("cli") is None
+
+        items.sort(key=rank)
+
+
+# longest first; each worker starts with two files, so the first and third share a worker
+LONGEST_MODULES = ("test_recipes", "test_bad_input", "test_crash_safe", "test_studies")
+
+
+def made_once(tmp_path_factory, name, build):
+    """``build(folder)`` run once for the whole test run: it fills ``folder`` and returns a
+    picklable value. Under pytest-xdist the first worker to ask builds it while the others
+    wait on a lock, then all read it (the run's base temporary folder is shared)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder, done = base / name, base / f"{name}.value.pkl"
+    with FileLock(str(base / f"{name}.lock")):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a failed build of another worker
+            folder.mkdir()
+            value = build(folder)
+            done.write_bytes(pickle.dumps(value))
+    return pickle.loads(done.read_bytes())
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +143,10 @@ def binarize_ptb_slice(d, shared_data, train_lines, valid_lines):
 @pytest.fixture(scope="session")
 def wmt_bin(tmp_path_factory, shared_data):
     """Tokenized WMT EN-DE (toy_ende_10k): joint BPE (subword-nmt), binarized."""
-    d = tmp_path_factory.mktemp("wmt")
+    return made_once(tmp_path_factory, "wmt", lambda d: make_wmt_bin(d, shared_data))
+
+
+def make_wmt_bin(d, shared_data):
     toy = shared_data / "toy_ende_10k"
     for split, name, start, n in [("train", "train", 0, 2000), ("valid", "val", 0, 60), ("test", "test", 0, 40)]:
         head(toy / f"src-{name}.txt", d / f"{split}.tok.en", start, n)
@@ -123,8 +164,15 @@ def wmt_bin(tmp_path_factory, shared_data):
 
 
 @pytest.fixture(scope="session")
-def trained(wmt_bin):
+def trained(wmt_bin, tmp_path_factory):
+    """define_transformer_tiny trained 12 updates on wmt_bin: its checkpoint folder."""
+    made_once(tmp_path_factory, "wmt_ckpt", lambda _: train_tiny_transformer(wmt_bin))
+    return wmt_bin / "ckpt"
+
+
+def train_tiny_transformer(wmt_bin):
     ckpt = wmt_bin / "ckpt"
+    shutil.rmtree(ckpt, ignore_errors=True)  # a failed build of another worker
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
                   *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3",
                   "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
@@ -133,6 +181,5 @@ def trained(wmt_bin):
     losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", out.stdout)]
     assert losses and all(l == l for l in losses)  # finite
     assert (ckpt / "checkpoint_last.pt").is_file()
-    return ckpt
 
 

@@ -54,6 +54,19 @@ DEFINE_SETTINGS = [
 
 
 @pytest.mark.parametrize("flags,expected", DEFINE_SETTINGS, ids=[" ".join(f) for f, _ in DEFINE_SETTINGS])
+def test_invalid_define_settings_refused_when_the_model_is_built(flags, expected):
+    """fairseq-train's arguments parsed and the model built in process, as fairseq-train
+    does it (build_arch): the refusal and its message."""
+    message = build_error("define_transformer_tiny", *TINY, *flags)
+    for text in expected:
+        assert text in message, message
+
+
+# a few of them through fairseq-train itself: the refusal reaches the user as one line
+CLI_DEFINE_SETTINGS = [DEFINE_SETTINGS[i] for i in (0, 5, 8)]
+
+
+@pytest.mark.parametrize("flags,expected", CLI_DEFINE_SETTINGS, ids=[" ".join(f) for f, _ in CLI_DEFINE_SETTINGS])
 def test_invalid_define_settings_in_fairseq_train(wmt_bin, tmp_path, flags, expected):
     before = snapshot(wmt_bin / "bin")
     proc = train(wmt_bin, tmp_path, *flags)
