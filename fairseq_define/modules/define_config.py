@@ -47,6 +47,7 @@ DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 # The one place the default unit structure is chosen (docs/define_unit.md compares the two).
 DEFAULT_DEFINE_STYLE = "paper"
 DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
+DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
 
 # transform -> (group schedule, skip connection to the input, feature shuffle)
 _TRANSFORMS = {
@@ -156,6 +157,16 @@ class DefineConfig(FairseqDataclass):
             "learning-rate multiplier for the unit, without which AWD-LSTM's SGD at lr 30 "
             "collapses every token's output onto one vector; Adam is invariant to it "
             "(docs/stability.md). 1: no scaling"
+        },
+    )
+    define_unit_centring: DEFINE_UNIT_CENTRING_CHOICES = field(
+        default="batch_mean",
+        metadata={
+            "help": "batch_mean: take the gradient of each of the unit's weights with the "
+            "layer's input centred on its batch mean (the mean's share goes to the bias), and "
+            "start Reduce's bias where the mean feature maps to 0 (paper style), so that "
+            "neither the init nor an SGD step gives every token's output one shared vector "
+            "(docs/stability.md); the forward function is unchanged. none: neither"
         },
     )
     define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(
