@@ -115,12 +115,13 @@ class DefineEmbedding(nn.Module):
             self.cached_table = None
             if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
                 if str(getattr(cfg, "define_unit_centring", "none")) == "batch_mean":
-                    centre_reduce_bias(self.unit, self.map_outputs_at_init())
+                    if self.map_device().type != "meta":  # (built to count parameters)
+                        centre_reduce_bias(self.unit, self.map_outputs_at_init())
                     self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
                 scale_unit_gradients(self.unit, getattr(cfg, "define_unit_grad_scale", DefineConfig.define_unit_grad_scale))
 
     @torch.no_grad()
-    def map_outputs_at_init(self, samples: int = 16384):
+    def map_outputs_at_init(self, samples: int = 4096):
         """The map's outputs [S, n] for the vocabulary (a sample of it when larger), without
         dropout: what the unit reads at init."""
         ids = torch.arange(self.num_embeddings)
@@ -129,7 +130,7 @@ class DefineEmbedding(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            return self.map_tokens(ids.to(self.map_device()))
+            return self.map_tokens(ids.to(self.map_device())[None])[0]  # [S, n]
         finally:
             self.train(was_training)
 
