@@ -1,16 +1,20 @@
-"""A gradient multiplier for the DeFINE unit's parameters (``--define-unit-grad-scale``),
-which keeps the unit from collapsing under AWD-LSTM's optimizer (docs/stability.md).
+"""Two corrections that keep the DeFINE unit's outputs token-specific under AWD-LSTM's
+optimizer (SGD at lr 30 after clipping the whole gradient to 0.25; docs/stability.md).
 
-Plain SGD gives every parameter a step of the same scale (AWD-LSTM: lr 30 after clipping
-the whole gradient to norm 0.25). A step on the unit moves its output far more than the
-same step on a projective map: Reduce reads features of norm ~sqrt(k) (LayerNorm'd and
-activated, with a large mean shared by all tokens), not an input of norm ~1, and its biases
-and the LayerNorm affine add one vector to every token. Within 20 updates every token's
-output is that shared vector (mean pairwise cosine 0.99). Multiplying the unit's gradients
-by a small factor is, under SGD, a learning-rate multiplier for the unit alone; it also
-lowers the unit's share of ``--clip-norm``. Adam's steps do not depend on the gradient's
-scale, so there it changes almost nothing (only the epsilon term). The forward pass and the
-parameters are untouched, so it applies to any unit structure and to stored checkpoints.
+``--define-unit-grad-scale``: a gradient multiplier for the unit's parameters. Under SGD it
+is a learning-rate multiplier for the unit alone (and lowers its share of ``--clip-norm``);
+Adam's steps do not depend on the gradient's scale (only through epsilon).
+
+``--define-unit-centring batch_mean``: each Expand layer reads swish(LayerNorm(.)) features
+(through the mixer) whose mean is shared by every token, so an SGD step on a weight,
+sum_i x_i g_i^T, moves every token's pre-activation by nearly the same vector, which the
+next LayerNorm and Reduce turn into one output direction shared by all tokens (mean
+pairwise cosine 0.43 after a single step at 0.1 times lr 30). Centring the input in the
+weight's gradient leaves the shared shift to the bias. At init, Reduce's bias cancels what
+Reduce maps the mean feature to (cosine 0.42 -> 0 for N=7).
+
+Neither changes the forward function, so both apply to any unit structure, and a stored
+checkpoint computes what it did (its saved Reduce bias replaces the centred init).
 """
 
 import logging
