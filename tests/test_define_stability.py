@@ -105,6 +105,19 @@ def test_scale_multiplies_the_unit_gradients_and_nothing_else(transform):
         torch.testing.assert_close(scaled[name], grad * factor, rtol=1e-5, atol=0), name
 
 
+@pytest.mark.parametrize("style,factor", [("paper", 0.01), ("authors", 0.1)])
+def test_default_scale_depends_on_the_style(style, factor):
+    grads = {}
+    for scale in (None, 1.0):
+        torch.manual_seed(0)
+        cfg = define_cfg(define_style=style, define_max_groups=None, define_unit_grad_scale=scale)
+        emb = DefineEmbedding(cfg, 40, 1, 32)
+        (emb(torch.randint(2, 40, (3, 7))) * torch.linspace(-1, 1, 32)).sum().backward()
+        grads[scale] = {name: p.grad for name, p in emb.named_parameters() if name.startswith("unit.")}
+    for name, grad in grads[1.0].items():
+        torch.testing.assert_close(grads[None][name], grad * factor, rtol=1e-5, atol=0), name
+
+
 def test_projective_baseline_is_not_scaled():
     scaled, plain = embedding_grads(0.01, "projective"), embedding_grads(1.0, "projective")
     for name, grad in plain.items():

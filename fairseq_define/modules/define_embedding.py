@@ -10,7 +10,7 @@ from fairseq.modules import AdaptiveInput, FairseqDropout
 
 from .adaptive_io import band_scaled_forward
 from .awd_regularization import locked_dropout
-from .define_config import DEFAULT_DEFINE_STYLE, DefineConfig, DefineConfigError, parse_int_list, schedule_from_config
+from .define_config import DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfigError, parse_int_list, schedule_from_config
 from .define_schedule_authors import authors_schedule_from_config, check_authors_settings
 from .define_unit import DefineUnit
 from .define_unit_authors import AuthorsDefineUnit
@@ -118,7 +118,8 @@ class DefineEmbedding(nn.Module):
                     if self.map_device().type != "meta":  # (built to count parameters)
                         centre_reduce_bias(self.unit, self.map_outputs_at_init())
                     self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
-                scale_unit_gradients(self.unit, getattr(cfg, "define_unit_grad_scale", DefineConfig.define_unit_grad_scale))
+                scale = getattr(cfg, "define_unit_grad_scale", None)
+                scale_unit_gradients(self.unit, DEFAULT_UNIT_GRAD_SCALE[self.style] if scale is None else scale)
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 4096):

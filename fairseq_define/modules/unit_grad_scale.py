@@ -45,7 +45,8 @@ def scale_unit_gradients(unit: nn.Module, scale: float) -> int:
     if not scale > 0:
         raise DefineConfigError(
             f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-            "optimizer's learning rate, 0.01 (the default) is what keeps SGD at lr 30 stable"
+            "optimizer's learning rate; the defaults (0.01 for the paper's unit, 0.1 for the "
+            "authors') are what keep SGD at lr 30 stable"
         )
     if scale == 1.0:
         return 0
