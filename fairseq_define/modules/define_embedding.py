@@ -122,7 +122,7 @@ class DefineEmbedding(nn.Module):
                 scale_unit_gradients(self.unit, DEFAULT_UNIT_GRAD_SCALE[self.style] if scale is None else scale)
 
     @torch.no_grad()
-    def map_outputs_at_init(self, samples: int = 4096):
+    def map_outputs_at_init(self, samples: int = 16384):
         """The map's outputs [S, n] for the vocabulary (a sample of it when larger), without
         dropout: what the unit reads at init."""
         ids = torch.arange(self.num_embeddings)
