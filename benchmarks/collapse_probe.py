@@ -35,6 +35,7 @@ from fairseq.data import Dictionary
 import fairseq_define  # noqa: F401  (registers the architectures)
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel
+from fairseq_define.modules.unit_grad_scale import _GradScale, centre_reduce_bias
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 
@@ -92,6 +93,32 @@ def valid_ppl(model, criterion, stream, T=35):
     return math.exp(total / count)
 
 
+def unit_param_kind(name, p):
+    """expand, reduce or vector: the kinds of --kind-scales."""
+    if p.dim() == 1:
+        return "vector"
+    if name.startswith("reduce.") or name.startswith("output_layer."):
+        return "reduce"
+    return "expand"
+
+
+def probe_setup(model, args):
+    """The experiment-only variants of the unit's training (docs/stability.md)."""
+    emb = model.decoder.embed_tokens
+    unit = emb.unit
+    if args.centre_init_only:
+        centre_reduce_bias(unit, emb.map_outputs_at_init())
+    if args.kind_scales:
+        scales = dict((k, float(v)) for k, v in (kv.split("=") for kv in args.kind_scales.split(",")))
+        counts = Counter()
+        for name, p in unit.named_parameters():
+            kind = unit_param_kind(name, p)
+            counts[kind] += p.numel()
+            if scales.get(kind, 1.0) != 1.0:
+                p.register_hook(_GradScale(scales[kind]))
+        print(f"kind scales {scales}, params {dict(counts)}", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
@@ -106,7 +133,17 @@ def main(argv=None):
     p.add_argument("--val-tokens", type=int, default=20000)
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--kind-scales", default=None,
+                   help="gradient scales by kind of unit parameter instead of "
+                   "--define-unit-grad-scale: expand (the weights of layers followed by a "
+                   "LayerNorm), reduce (the last layer's weight), vector (biases, LayerNorm "
+                   "affine), e.g. expand=0.1,reduce=0.01,vector=0")
+    p.add_argument("--centre-init-only", action="store_true",
+                   help="with --define-unit-centring none: centre Reduce's bias at init "
+                   "(as the default does) without centring the gradients")
     args, model_flags = p.parse_known_args(argv)
+    if args.kind_scales:
+        model_flags += ["--define-unit-grad-scale", "1"]
     torch.set_num_threads(args.threads)
     try:
         folder = corpora.locate("ptb", args.data_root)
@@ -120,6 +157,7 @@ def main(argv=None):
     task = Namespace(target_dictionary=d, source_dictionary=d)
     model = LSTMLanguageModel.build_model(margs, task).train()
     criterion = AWDLanguageModelLoss(task, False, 2.0, 1.0)
+    probe_setup(model, args)
     if args.optimizer == "sgd":
         optimizer = AveragedSGD(model.parameters(), lr=args.lr, weight_decay=1.2e-6)
     else:

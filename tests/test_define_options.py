@@ -62,7 +62,14 @@ OTHER_SETTINGS = {
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
     "define_adaptive_factor": {"define_adaptive_factor": 2.0}, "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
     "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
+    "define_unit_centring": {"define_unit_centring": "none"},
 }
+
+
+@pytest.mark.parametrize("style,scale", [("paper", 0.01), ("authors", 0.1)])
+def test_an_unset_grad_scale_takes_the_styles_default(style, scale):
+    assert DefineOptions.from_config(define_cfg(define_style=style)).unit_grad_scale == scale
+    assert DefineOptions.from_config(define_cfg(define_style=style, define_unit_grad_scale=1.0)).unit_grad_scale == 1.0
 
 
 def test_every_define_flag_reaches_the_options():

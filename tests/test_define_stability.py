@@ -13,6 +13,8 @@ from fairseq.data import Dictionary
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
+from fairseq_define.modules.group_linear import GroupLinear
+from fairseq_define.modules.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 from .conftest import define_options
@@ -72,14 +74,17 @@ def sgd_cosines(d, stream, steps=20, **overrides):
     return cosines
 
 
-def test_default_keeps_token_specific_outputs_under_awd_lstm_sgd(ptb_stream):
-    cosines = sgd_cosines(*ptb_stream)
+@pytest.mark.parametrize("style", ["paper", "authors"])
+def test_default_keeps_token_specific_outputs_under_awd_lstm_sgd(ptb_stream, style):
+    cosines = sgd_cosines(*ptb_stream, define_style=style)
     assert max(cosines) < COLLAPSED, cosines
 
 
-def test_unscaled_unit_collapses_under_awd_lstm_sgd(ptb_stream):
-    """The failure the default prevents, so the bound above is one a collapse exceeds."""
-    cosines = sgd_cosines(*ptb_stream, define_unit_grad_scale=1.0)
+@pytest.mark.parametrize("style", ["paper", "authors"])
+def test_unscaled_uncentred_unit_collapses_under_awd_lstm_sgd(ptb_stream, style):
+    """The failure the defaults prevent, so the bound above is one a collapse exceeds."""
+    cosines = sgd_cosines(*ptb_stream, define_style=style, define_unit_grad_scale=1.0,
+                          define_unit_centring="none")
     assert max(cosines) > COLLAPSED, cosines
 
 
@@ -100,6 +105,19 @@ def test_scale_multiplies_the_unit_gradients_and_nothing_else(transform):
         torch.testing.assert_close(scaled[name], grad * factor, rtol=1e-5, atol=0), name
 
 
+@pytest.mark.parametrize("style,factor", [("paper", 0.01), ("authors", 0.1)])
+def test_default_scale_depends_on_the_style(style, factor):
+    grads = {}
+    for scale in (None, 1.0):
+        torch.manual_seed(0)
+        cfg = define_options(define_style=style, define_max_groups=None, define_unit_grad_scale=scale)
+        emb = DefineEmbedding(cfg, 40, 1, 32)
+        (emb(torch.randint(2, 40, (3, 7))) * torch.linspace(-1, 1, 32)).sum().backward()
+        grads[scale] = {name: p.grad for name, p in emb.named_parameters() if name.startswith("unit.")}
+    for name, grad in grads[1.0].items():
+        torch.testing.assert_close(grads[None][name], grad * factor, rtol=1e-5, atol=0), name
+
+
 def test_projective_baseline_is_not_scaled():
     scaled, plain = embedding_grads(0.01, "projective"), embedding_grads(1.0, "projective")
     for name, grad in plain.items():
@@ -110,3 +128,52 @@ def test_projective_baseline_is_not_scaled():
 def test_non_positive_scale_is_refused(bad):
     with pytest.raises(DefineConfigError, match="--define-unit-grad-scale must be positive"):
         DefineEmbedding(define_options(define_unit_grad_scale=bad), 40, 1, 24)
+
+
+@pytest.mark.parametrize("groups,shuffle", [(1, False), (2, False), (4, True)])
+def test_centred_gradient_is_the_gradient_at_the_centred_input(groups, shuffle):
+    """The weight's gradient is what the same layer would get reading x - mean(x); the
+    output and the bias's gradient are those of the plain layer."""
+    torch.manual_seed(0)
+    layer = GroupLinear(16, 8, groups, shuffle=shuffle).double()
+    plain = GroupLinear(16, 8, groups, shuffle=shuffle).double()
+    plain.load_state_dict(layer.state_dict())
+    centre_unit_gradients(layer)
+    x = torch.randn(3, 5, 16).double() + torch.linspace(0.5, 2, 16).double()  # [B, T, in], shared mean
+    upstream = torch.randn(3, 5, 8).double()
+    y = layer(x)
+    assert torch.equal(y, plain(x))
+    (y * upstream).sum().backward()
+    (plain(x - x.mean((0, 1))) * upstream).sum().backward()  # the output is linear in x
+    torch.testing.assert_close(layer.weight.grad, plain.weight.grad)
+    torch.testing.assert_close(layer.bias.grad, plain.bias.grad)
+
+
+def test_centring_changes_no_output_and_only_the_unit_weights_gradients():
+    torch.manual_seed(0)
+    plain = DefineEmbedding(define_options(define_unit_centring="none"), 40, 1, 24)
+    centred = DefineEmbedding(define_options(define_unit_centring="batch_mean"), 40, 1, 24)
+    centred.load_state_dict(plain.state_dict())  # the same parameters (not the same init)
+    tokens = torch.randint(2, 40, (3, 7))
+    out_p, out_c = plain(tokens), centred(tokens)
+    assert torch.equal(out_c, out_p)
+    weight = torch.linspace(-1, 1, 24)
+    (out_p * weight).sum().backward()
+    (out_c * weight).sum().backward()
+    for (name, p), (_, c) in zip(plain.named_parameters(), centred.named_parameters()):
+        same = torch.allclose(c.grad, p.grad, rtol=1e-5, atol=1e-7)
+        # only the unit's matrices change (the map table's gradient passes through the
+        # unchanged forward pass; biases and LayerNorms keep theirs)
+        assert same != (name.startswith("unit.") and p.dim() == 3), name
+
+
+@pytest.mark.parametrize("centring,shared", [("batch_mean", False), ("none", True)])
+def test_centred_init_starts_without_a_shared_output(centring, shared):
+    """Reduce's mean feature maps to 0: the mean output over the vocabulary is small
+    next to the outputs themselves."""
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_unit_centring=centring), 40, 1, 24).eval()
+    with torch.no_grad():
+        out = emb(torch.arange(40)[None])[0]  # [V, m]
+    ratio = (out.mean(0).norm() / out.norm(dim=-1).mean()).item()
+    assert (ratio > 0.2) == shared, ratio

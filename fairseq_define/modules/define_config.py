@@ -24,6 +24,9 @@ DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 # The one place the default unit structure is chosen (docs/define_unit.md compares the two).
 DEFAULT_DEFINE_STYLE = "paper"
 DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
+DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
+# --define-unit-grad-scale when not given, by style (docs/stability.md)
+DEFAULT_UNIT_GRAD_SCALE = {"paper": 0.01, "authors": 0.1}
 
 
 class DefineConfigError(UserError, ValueError):
@@ -113,14 +116,25 @@ class DefineConfig(FairseqDataclass):
     define_adaptive_factor: float = field(
         default=4.0, metadata={"help": "adaptive map: width divisor between bands"}
     )
-    define_unit_grad_scale: float = field(
-        default=0.01,
+    define_unit_grad_scale: Optional[float] = field(
+        default=None,
         metadata={
             "help": "multiply the gradients of the unit's parameters (Expand, Reduce, their "
             "norms; not the map, not the projective baseline) by this factor: under SGD a "
             "learning-rate multiplier for the unit, without which AWD-LSTM's SGD at lr 30 "
             "collapses every token's output onto one vector; Adam is invariant to it "
-            "(docs/stability.md). 1: no scaling"
+            "(docs/stability.md). Default: 0.01 for the paper's unit, 0.1 for the authors'. "
+            "1: no scaling"
+        },
+    )
+    define_unit_centring: DEFINE_UNIT_CENTRING_CHOICES = field(
+        default="batch_mean",
+        metadata={
+            "help": "batch_mean: take the gradient of each of the unit's weights with the "
+            "layer's input centred on its batch mean (the mean's share goes to the bias), and "
+            "start Reduce's bias where the mean feature maps to 0 (paper style), so that "
+            "neither the init nor an SGD step gives every token's output one shared vector "
+            "(docs/stability.md); the forward function is unchanged. none: neither"
         },
     )
     define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(

@@ -16,7 +16,7 @@ from .define_schedule import build_schedule
 from .define_schedule_authors import build_authors_schedule
 from .define_unit import DefineUnit
 from .define_unit_authors import AuthorsDefineUnit
-from .unit_grad_scale import scale_unit_gradients
+from .unit_grad_scale import centre_reduce_bias, centre_unit_gradients, scale_unit_gradients
 
 # every module class that is a DeFINE unit (the parameter report counts them as DeFINE)
 UNIT_TYPES = (DefineUnit, AuthorsDefineUnit)
@@ -95,14 +95,33 @@ class DefineEmbedding(nn.Module):
         # the unique-token path changes nothing only if no dropout acts inside the embedding
         self.unique_tokens = options.token_path == "unique"
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
+        self.grad_centring = None
         if options.cached_table:
             self.unit = None
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
             self.unit = build_unit(options, self.schedule)
-            if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
-                scale_unit_gradients(self.unit, options.unit_grad_scale)
             self.cached_table = None
+            if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
+                if options.unit_centring == "batch_mean":
+                    if self.map_device().type != "meta":  # (built to count parameters)
+                        centre_reduce_bias(self.unit, self.map_outputs_at_init())
+                    self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
+                scale_unit_gradients(self.unit, options.unit_grad_scale)
+
+    @torch.no_grad()
+    def map_outputs_at_init(self, samples: int = 16384):
+        """The map's outputs [S, n] for the vocabulary (a sample of it when larger), without
+        dropout: what the unit reads at init."""
+        ids = torch.arange(self.num_embeddings)
+        if self.num_embeddings > samples:  # a private generator: other inits stay as they are
+            ids = torch.randperm(self.num_embeddings, generator=torch.Generator().manual_seed(0))[:samples]
+        was_training = self.training
+        self.eval()
+        try:
+            return self.map_tokens(ids.to(self.map_device())[None])[0]  # [S, n]
+        finally:
+            self.train(was_training)
 
     @property
     def weight(self):
@@ -130,8 +149,12 @@ class DefineEmbedding(nn.Module):
         if self.unique_tokens and not (self.training and self.has_dropout):
             # a token's embedding does not depend on its position: compute each distinct
             # token once and gather (gradients accumulate through the gather)
-            unique, inverse = torch.unique(tokens, return_inverse=True)  # [U], [B, T]
+            unique, inverse, counts = torch.unique(tokens, return_inverse=True, return_counts=True)  # [U], [B, T], [U]
+            if self.grad_centring is not None:
+                self.grad_centring.token_counts = counts
             rows = self.unit(self.map_tokens(unique))  # [U, m]
+            if self.grad_centring is not None:
+                self.grad_centring.token_counts = None
             # a lookup, not rows[inverse]: embedding's backward sums deterministically on
             # CPU (index_put's accumulation order varies between runs)
             return F.embedding(inverse, rows)  # [B, T, m]

@@ -13,7 +13,7 @@ define_schedule_authors.py).
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from .define_config import DEFAULT_DEFINE_STYLE, DefineConfig, DefineConfigError, check_positive, parse_int_list
+from .define_config import DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError, check_positive, parse_int_list
 
 _DEFAULTS = {f.name: f.default for f in fields(DefineConfig)}
 
@@ -43,7 +43,8 @@ class DefineOptions:
     reduce: bool  # not --define-no-reduce
     adaptive_cutoff: Optional[Tuple[int, ...]]  # adaptive map's band cutoffs (--define-adaptive-cutoff)
     adaptive_factor: float  # --define-adaptive-factor
-    unit_grad_scale: float  # --define-unit-grad-scale
+    unit_grad_scale: float  # --define-unit-grad-scale (unset: the style's default)
+    unit_centring: str  # batch_mean | none (--define-unit-centring)
     token_path: str  # unique | plain (--define-token-path)
     cached_table: bool  # --define-cached-table
 
@@ -79,10 +80,13 @@ class DefineOptions:
                     "--define-map adaptive needs --define-adaptive-cutoff (e.g. 20000,40000,200000)"
                 )
         scale = setting("define_unit_grad_scale")
+        if scale is None:
+            scale = DEFAULT_UNIT_GRAD_SCALE[style]
         if not scale > 0:
             raise DefineConfigError(
                 f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-                "optimizer's learning rate, 0.01 (the default) is what keeps SGD at lr 30 stable"
+                "optimizer's learning rate; the defaults (0.01 for the paper's unit, 0.1 for the "
+                "authors') are what keep SGD at lr 30 stable"
             )
         return cls(
             style=style,
@@ -103,6 +107,7 @@ class DefineOptions:
             adaptive_cutoff=tuple(cutoff) if map_kind == "adaptive" else None,
             adaptive_factor=setting("define_adaptive_factor"),
             unit_grad_scale=float(scale),
+            unit_centring=str(setting("define_unit_centring")),
             token_path=str(setting("define_token_path")),
             cached_table=bool(setting("define_cached_table")),
         )
