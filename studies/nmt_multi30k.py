@@ -5,7 +5,7 @@ with the projective map (one Linear n -> d)?
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
   Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 3 second seeds (the deciding points),
-             2,500 updates an arm of 2,048 tokens (a 12-minute cap an arm): about 2 hours
+             2,500 updates an arm of 2,048 tokens (a 20-minute cap an arm, scaled with the budget): about 2 hours
              (estimated: about 3 updates a second at d=128, 3+3 layers). --find-budget first
              (4 arms to 4,000 updates, about 1 hour) finds the budget the main run then uses.
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
@@ -62,7 +62,7 @@ logger = logging.getLogger("studies.nmt_multi30k")
 
 WIDTHS = (64, 128, 256)
 DECIDING_WIDTH = 128
-UPDATES, MINUTES = 2500, 12
+UPDATES, MINUTES = 2500, 20  # the cap, for slower machines, scales with the budget
 BPE_OPS = 8000
 BUDGETS = (1000, 2000, 3000, 4000)
 RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
@@ -252,7 +252,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="deciding: DeFINE and projective at d=128 only; full: at every width")
     p.add_argument("--find-budget", action="store_true",
                    help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
-                   "n=d/4 (one run each to the largest of --budgets, scored on val at each), then run the study with it")
+                   "n=d/4 (one run each to the largest of --budgets, scored on val at each, its time cap --minutes "
+                   "scaled by the largest budget / the default updates), then run the study with it")
     p.add_argument("--budgets", default=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
                    help=f"the update counts --find-budget compares (default {' '.join(map(str, BUDGETS))})")
     p.add_argument("--no-second-seed", action="store_true", help="skip the second seed of the deciding points")
@@ -284,13 +285,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.find_budget:
         w = widths[0] if args.quick else DECIDING_WIDTH
         deciding = [a for a in arms_for((w,), False) if a.n in (w, w // 4)]
-        find_budget(deciding, budgets, workdir, data_dir, recipe, minutes, out_dir)
+        # the cap is per --updates' worth of training; the budget runs go to the largest budget
+        cap = minutes * max(budgets) / (QUICK["updates"] if args.quick else UPDATES)
+        find_budget(deciding, budgets, workdir, data_dir, recipe, cap, out_dir)
     if args.updates:
         updates, source = args.updates, "--updates"
     elif budget_file.is_file():
         updates, source = json.loads(budget_file.read_text())["updates"], f"found by --find-budget ({budget_file})"
     else:
         updates, source = (QUICK["updates"] if args.quick else UPDATES), "the script's default"
+    if args.minutes is None:  # the default cap is per the default updates; scale it with the budget
+        minutes = minutes * updates / (QUICK["updates"] if args.quick else UPDATES)
     budget = Budget(updates, minutes)
     logger.info("budget: %d updates an arm (%s), at most %g minutes", updates, source, minutes)
 
