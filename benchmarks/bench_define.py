@@ -1,4 +1,4 @@
-"""DeFINE performance, measured side by side in one process (issue 6 benchmarks 1-4).
+"""DeFINE performance, measured side by side in one process (docs/benchmarks.md, benchmarks 1-4).
 
     .venv/bin/python benchmarks/bench_define.py            # all four, CPU float32
     .venv/bin/python benchmarks/bench_define.py --only 1 --device cuda --dtype bfloat16
