@@ -12,22 +12,35 @@ from .conftest import TINY, USER_DIR, head, run_cli
 def test_generate_and_score(wmt_bin, trained):
     gen = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
                   "--gen-subset", "test", "--beam", "2", "--max-len-b", "20", "--batch-size", "20",
-                  "--remove-bpe", "--cpu")
+                  "--remove-bpe", "--cpu", "--prefix-size", "8")
     hyps = dict(re.findall(r"^H-(\d+)\t[-0-9.e]+\t(.*)$", gen.stdout, re.M))
     refs = dict(re.findall(r"^T-(\d+)\t(.*)$", gen.stdout, re.M))
     assert len(hyps) == len(refs) == 40
     sys_lines, ref_lines = [hyps[k] for k in sorted(hyps, key=int)], [refs[k] for k in sorted(refs, key=int)]
-    # generate's BLEU4 is corpus BLEU-4 over the printed (BPE-removed) words: recomputed here
+    # generate's BLEU4 is corpus BLEU-4 over the printed (BPE-removed) words: recomputed here,
+    # the whole line. After 12 updates the model alone matches no n-gram (BLEU 0 whatever the
+    # references); each hypothesis starts with 8 reference tokens (--prefix-size), so n-grams
+    # of every order match and a wrong hypothesis or reference changes the numbers
     import sacrebleu
 
-    bleu4 = float(re.search(r"BLEU4 = ([0-9.]+)", gen.stdout).group(1))
-    assert abs(bleu4 - sacrebleu.corpus_bleu(sys_lines, [ref_lines], tokenize="none").score) <= 0.01
+    want = sacrebleu.corpus_bleu(sys_lines, [ref_lines], tokenize="none")
+    line = re.search(r"BLEU4 = ([0-9.]+), ([0-9./]+) \(BP=([0-9.]+), ratio=([0-9.]+), syslen=(\d+), reflen=(\d+)\)",
+                     gen.stdout)
+    assert line, gen.stdout[-2000:]
+    bleu4, precisions, bp, ratio, syslen, reflen = line.groups()
+    assert float(bleu4) > 0 and all(float(p) > 0 for p in precisions.split("/"))
+    assert abs(float(bleu4) - want.score) <= 0.01
+    for got, p in zip(precisions.split("/"), want.precisions):
+        assert abs(float(got) - p) <= 0.051
+    assert (int(syslen), int(reflen)) == (want.sys_len, want.ref_len)
+    assert abs(float(bp) - want.bp) <= 6e-4 and abs(float(ratio) - want.sys_len / want.ref_len) <= 6e-4
     sys_file, ref_file = wmt_bin / "sys.txt", wmt_bin / "ref.txt"
     sys_file.write_text("".join(line + "\n" for line in sys_lines), encoding="utf-8")
     ref_file.write_text("".join(line + "\n" for line in ref_lines), encoding="utf-8")
+    # fairseq-score prints sacreBLEU's line for the files it reads
     score = run_cli("fairseq-score", "--sys", sys_file, "--ref", ref_file, "--sacrebleu")
-    got = float(re.search(r"BLEU = ([0-9.]+)", score.stdout).group(1))
-    assert abs(got - sacrebleu.corpus_bleu(sys_lines, [ref_lines]).score) <= 0.01
+    want = sacrebleu.corpus_bleu(sys_lines, [ref_lines])
+    assert want.score > 0 and re.search(r"^BLEU = .*$", score.stdout, re.M).group(0) == want.format()
 
 
 def test_interactive_and_validate(wmt_bin, trained):

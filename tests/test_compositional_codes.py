@@ -138,6 +138,16 @@ def test_define_transformer_output_projection_follows_the_compressed_map():
     with torch.no_grad():
         out, _ = model(src, torch.tensor([5, 5]), torch.randint(4, 60, (2, 4)))
     assert out.shape == (2, 4, 64) and torch.isfinite(out).all()
+    # the projection reads the table live: after the codebooks change (fine-tuning, or a
+    # checkpoint loaded into a restored model) its logits follow the new decoded rows
+    table, projection = model.decoder.embed_tokens.map, model.decoder.output_projection
+    features = torch.randn(3, table.embedding_dim)
+    with torch.no_grad():
+        before = projection(features)
+        table.codebooks.add_(0.5 * torch.randn_like(table.codebooks))
+        after = projection(features)
+    assert not torch.allclose(after, before, atol=1e-3)
+    torch.testing.assert_close(after, features @ table.weight.detach().T)
 
 
 def test_only_token_tables_that_shrink_are_compressed_and_padding_stays_zero():

@@ -72,7 +72,8 @@ def test_group_i_of_a_mixing_layer_reads_only_chunk_i_of_input_and_previous_outp
 
 def test_define_forward_matches_a_hand_written_unit():
     torch.manual_seed(0)
-    s = build_schedule(8, 32, 2, 8, "define", max_groups=2)
+    s = build_schedule(8, 32, 2, 8, "define", max_groups=4)
+    assert s.layer_groups == [4, 2]  # the second layer is grouped: mixing differs from concat
     unit = DefineUnit(s, norm="none", activation="relu")
     e = torch.randn(4, 8)
     l1, l2 = unit.layers[0].transform, unit.layers[1].transform

@@ -53,12 +53,16 @@ def full_scores(model, tokens):
 
 
 def target_scores(model, tokens):
-    """As ``full_scores``, through the adaptive softmax's ``target_log_prob`` (the path the
-    training criterion takes) instead of the full distribution: [L]."""
+    """log p(tokens[i] | eos, tokens[:i]) for every i, one token at a time through the
+    incremental state (the path generation takes, not the one-pass forward the hub's scorer
+    runs), each scored by the adaptive softmax's ``target_log_prob`` (the training
+    criterion's path) instead of the full distribution: [L]."""
     eos = model.decoder.dictionary.eos()
     src = torch.cat([torch.tensor([eos]), tokens[:-1]])[None]  # [1, L]
+    state = {}
     with torch.no_grad():
-        features = model.decoder(src)[0][0]  # [L, d]
+        features = torch.cat([model.decoder(src[:, :t + 1], incremental_state=state)[0][0, -1:]
+                              for t in range(src.size(1))])  # [L, d]
         return model.decoder.adaptive_softmax.target_log_prob(features, tokens)
 
 

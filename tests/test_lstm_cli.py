@@ -128,9 +128,11 @@ def test_hub_samples_and_scores(ptb_bin, awd_trained):
     torch.manual_seed(0)
     text = lm.sample("the company said", sampling=True, sampling_topk=10, max_len_b=10, min_len=6)
     assert text.startswith("the company said") and len(text.split()) > 3
+    lm.score("a new york company")  # a score must not depend on what was scored before
     scored = lm.score("the company said it expects")
-    # each word's log-probability given the ones before: a forward pass from the start,
-    # scored by the adaptive softmax's target path (the training criterion's)
+    # each word's log-probability given the ones before, recomputed one token at a time
+    # (incremental state, not the scorer's one forward pass) and scored by the adaptive
+    # softmax's target path (the training criterion's), not the full distribution
     from .test_lm_generation import target_scores
 
     words = lm.encode("the company said it expects")[:-1]  # without the trailing eos

@@ -95,9 +95,11 @@ def test_hub_samples_and_scores(wt2_bin, txl_trained):
     torch.manual_seed(0)
     text = lm.sample("The game", sampling=True, sampling_topk=10, max_len_b=12)
     assert text.startswith("The game") and len(text.split()) > 2
+    lm.score("The first game")  # a score must not depend on what was scored before
     scored = lm.score("The game was released in Japan")
-    # each word's log-probability given the ones before: a forward pass from the start,
-    # scored by the adaptive softmax's target path (the training criterion's)
+    # each word's log-probability given the ones before, recomputed one token at a time
+    # (incremental state, not the scorer's one forward pass) and scored by the adaptive
+    # softmax's target path (the training criterion's), not the full distribution
     from .test_lm_generation import target_scores
 
     words = lm.encode("The game was released in Japan")[:-1]  # without the trailing eos
