@@ -209,6 +209,6 @@ def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
     single = run_cli("fairseq-train", *common, "--batch-size", "8", "--save-dir", tmp_path / "s").stdout
     d, s = losses(dist), losses(single)
     assert sorted(d) == sorted(s) == [1, 2, 3, 4, 5]
-    for u in d:
-        assert abs(d[u] - s[u]) <= 1e-3, (u, d[u], s[u])
+    for u in d:  # logged with 3 decimals: equal values may print one digit apart
+        assert abs(d[u] - s[u]) <= 1.5e-3, (u, d[u], s[u])
     assert_same_model(tmp_path / "d", tmp_path / "s")  # every parameter within 1e-4
