@@ -80,6 +80,16 @@ def embedding_stats(model, d, top=500):
 
 
 @torch.no_grad()
+def mean_share(model, d, top=500):
+    """|mean x|^2 / mean |x|^2 over the embedding outputs of the TOP most frequent words: the
+    share of their energy in the one vector every token shares."""
+    model.eval()
+    out = model.decoder.embed_tokens(torch.arange(d.nspecial, d.nspecial + top)[None])[0].double()  # [top, m]
+    model.train()
+    return (out.mean(0).pow(2).sum() / out.pow(2).sum(-1).mean()).item()
+
+
+@torch.no_grad()
 def valid_ppl(model, criterion, stream, T=35):
     model.eval()
     data = rows(stream, 10)
@@ -141,6 +151,9 @@ def main(argv=None):
     p.add_argument("--centre-init-only", action="store_true",
                    help="with --define-unit-centring none: centre Reduce's bias at init "
                    "(as the default does) without centring the gradients")
+    p.add_argument("--centre-lstm-input", action="store_true",
+                   help="centre the first LSTM layer's input-weight gradient on the batch-mean input "
+                   "(the embedding output): W_ih.grad - b_ih.grad (mean x)^T, as the unit's centring does")
     args, model_flags = p.parse_known_args(argv)
     if args.kind_scales:
         model_flags += ["--define-unit-grad-scale", "1"]
@@ -166,8 +179,13 @@ def main(argv=None):
     if args.updates * T + 1 > train.size(1):
         sys.exit(f"collapse_probe.py: error: --updates {args.updates} runs past the training "
                  f"text ({train.size(1) // T} segments); use fewer")
+    input_mean = {}
+    if args.centre_lstm_input:
+        first = model.decoder.layers[0]
+        first.register_forward_pre_hook(
+            lambda layer, inputs: input_mean.__setitem__("x", inputs[0].detach().reshape(-1, inputs[0].size(-1)).mean(0)))
     cos, norm = embedding_stats(model, d)
-    print(f"update 0: cosine {cos:.3f}, norm {norm:.2f}", flush=True)
+    print(f"update 0: cosine {cos:.3f}, norm {norm:.2f}, mean share {mean_share(model, d):.3f}", flush=True)
     start = time.time()
     for step in range(args.updates):
         tgt = train[:, step * T + 1:(step + 1) * T + 1]
@@ -177,11 +195,15 @@ def main(argv=None):
         optimizer.zero_grad()
         loss, sample_size, _ = criterion(model, sample)
         (loss / sample_size).backward()  # fairseq divides the summed loss by the tokens
+        if args.centre_lstm_input:  # sum_t g_t x_t^T - (sum_t g_t)(mean x)^T; sum_t g_t is b_ih's gradient
+            first = model.decoder.layers[0]
+            first.weight_ih_l0.grad.sub_(torch.outer(first.bias_ih_l0.grad, input_mean["x"]))
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
         if (step + 1) % args.log_every == 0 or step + 1 == args.updates:
             cos, norm = embedding_stats(model, d)
-            print(f"update {step + 1}: cosine {cos:.3f}, norm {norm:.2f}", flush=True)
+            print(f"update {step + 1}: cosine {cos:.3f}, norm {norm:.2f}, mean share {mean_share(model, d):.3f}",
+                  flush=True)
     ppl = valid_ppl(model, criterion, streams["valid"][: args.val_tokens])
     print(f"{args.arch} {' '.join(model_flags)} {args.optimizer} lr {args.lr:g}: "
           f"{args.updates} updates, valid ppl {ppl:.1f}, cosine {cos:.3f}, norm {norm:.2f} "
