@@ -121,8 +121,10 @@ def probe_setup(model, args):
     if args.kind_scales:
         scales = dict((k, float(v)) for k, v in (kv.split("=") for kv in args.kind_scales.split(",")))
         counts = Counter()
+        prefixes = sorted((k for k in scales if "." in k), key=len, reverse=True)
         for name, p in unit.named_parameters():
-            kind = unit_param_kind(name, p)
+            # a key with a dot is a parameter-name prefix; it overrides the kind
+            kind = next((k for k in prefixes if name.startswith(k)), unit_param_kind(name, p))
             counts[kind] += p.numel()
             if scales.get(kind, 1.0) != 1.0:
                 p.register_hook(_GradScale(scales[kind]))
@@ -147,7 +149,8 @@ def main(argv=None):
                    help="gradient scales by kind of unit parameter instead of "
                    "--define-unit-grad-scale: expand (the weights of layers followed by a "
                    "LayerNorm), reduce (the last layer's weight), vector (biases, LayerNorm "
-                   "affine), e.g. expand=0.1,reduce=0.01,vector=0")
+                   "affine), e.g. expand=0.1,reduce=0.01,vector=0; a key with a dot is a prefix of "
+                   "the unit's parameter names and overrides the kind (output_layer.norm.=0.01)")
     p.add_argument("--centre-init-only", action="store_true",
                    help="with --define-unit-centring none: centre Reduce's bias at init "
                    "(as the default does) without centring the gradients")
