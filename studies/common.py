@@ -348,7 +348,7 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
             runs.append((arm.id, str(log)))
     if runs:
         curves = out_dir / "valid_curves.png"
-        plot_curves(runs, str(curves), metric=curve_metric, title=f"{report.title}: validation")
+        plot_curves(runs, str(curves), metric=curve_metric, title=textwrap.fill(f"{report.title}: validation", 55))
         written.append(curves)
     return written
 
