@@ -5,7 +5,8 @@ DeFINE (paper or authors' unit) or the projective map?
   Command:   make study-ptb       (python -m studies.lm_ptb [--arms "a b"] [--updates U]; --help)
   Hardware:  2 CPU cores, no GPU. 7 arms of 1,500 updates (20 x 70 tokens, about 2.3 epochs)
              capped at 13 minutes each, plus about 1 minute of evaluation an arm (batch 1, the
-             state carried through the split): about 1h45 (estimated, not measured).
+             state carried through the split): 64 minutes measured here (10-12 minutes an arm
+             on one or two threads; --minutes 30 where the machine is shared).
   Recipe:    one for every arm: define_lstm_small (2 LSTM layers of 512, the last n wide,
              AWD-LSTM's dropouts scaled down: output 0.3, hidden 0.2, input 0.3, embedding
              0.05, weight drop 0.3), output tied at n; awd_lm_loss (AR 2, TAR 1), BPTT 70,
@@ -18,8 +19,9 @@ DeFINE (paper or authors' unit) or the projective map?
   Arms:      standard table n = m = 256 and n = m = 128 (the AWD-LSTM baseline); at n = 128 and
              64 (m = 256, k = 512, N = 3): DeFINE --define-style paper, the authors' unit at
              n = 128, and --define-transform projective.
-  Expected:  with Adam and 2,000 updates the DeFINE LSTM was 8% behind projective; under SGD at
-             lr 30 the ranking is the open question this study answers.
+  Expected:  as measured here (docs/studies.md): test ppl DeFINE (paper's unit) 176.7 at 3.54M
+             vs projective 193.5 at n = 128, 205.2 vs 229.5 at n = 64; standard n = 256 179.0
+             at 4.94M, n = 128 196.6; the authors' unit 212.9.
   Paper:     Table 1c (full AWD-LSTM, 500 epochs): AWD-LSTM 61.2 / 58.8 (24M) vs + DeFINE
              56.5 / 54.2 (20M), val / test perplexity.
   Output:    docs/studies/lm_ptb/{results.md,params_vs_quality.png,valid_curves.png}; runs in
