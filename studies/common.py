@@ -285,7 +285,7 @@ def markdown(report: Report, arms: Sequence[Arm], results: Dict[str, dict], budg
             if r["budget"]["updates"] != budget.updates:
                 other.append(f"{arm.id} ({r['budget']['updates']})")
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Budget: {budget.updates} updates an arm, capped at {budget.minutes:g} minutes of training."]
+    lines += ["", f"Budget: {budget.updates} updates an arm, capped at {budget.minutes:.3g} minutes of training."]
     if short:
         lines.append("Stopped by the time cap before the budget: " + ", ".join(short) + ".")
     if other:
@@ -356,7 +356,8 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
 # ---------------------------------------------------------------------------- command line
 
 
-def base_parser(prog: str, doc: str, default_updates: int, default_minutes: float) -> argparse.ArgumentParser:
+def base_parser(prog: str, doc: str, default_updates: int, default_minutes: float,
+                minutes_note: str = "") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", help=f"folder with the corpora (default ${corpora.ENV}, else the default locations of "
                    "run_scripts/corpora.py)")
@@ -369,7 +370,7 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
     p.add_argument("--arms", help='only these arms, space-separated names (default: all; the table lists them)')
     p.add_argument("--updates", type=int, help=f"training updates an arm (default {default_updates})")
     p.add_argument("--minutes", type=float, default=None,
-                   help=f"training time cap an arm, for slower machines (default {default_minutes:g})")
+                   help=f"training time cap an arm, for slower machines (default {default_minutes:g}{minutes_note})")
     p.add_argument("--quick", action="store_true",
                    help="a pipeline check: two arms, a few updates, tiny data slices (~1 minute); not a result")
     p.add_argument("--list", action="store_true", help="print the arms and their arguments, then exit")

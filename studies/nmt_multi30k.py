@@ -244,7 +244,7 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = base_parser(PROG, __doc__, UPDATES, MINUTES)
+    p = base_parser(PROG, __doc__, UPDATES, MINUTES, f" per {UPDATES} updates, scaled with the budget when not given")
     p.add_argument("extra_tests", nargs="*", metavar="EXTRA_TEST_PREFIX",
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
                    "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
