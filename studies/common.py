@@ -218,6 +218,19 @@ def load_result(run_dir: Path) -> Optional[dict]:
         raise UserError(f"{path} is not valid JSON ({e}); delete it and run the study again to redo that arm") from None
 
 
+def best_per_family(arms: Sequence[Arm], results: Dict[str, dict], families: Sequence[str], metric: str,
+                    higher_is_better: bool) -> List[Arm]:
+    """The best finished arm (on ``metric``, a validation score) of each of ``families``: the
+    points that decide a comparison, which get a second seed."""
+    picks = []
+    for family in families:
+        done = [a for a in arms if a.family == family and a.id in results]
+        if done:
+            score = lambda a: results[a.id]["metrics"][metric]  # noqa: E731
+            picks.append(max(done, key=score) if higher_is_better else min(done, key=score))
+    return picks
+
+
 def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
              budget: Optional[Budget] = None) -> Dict[str, dict]:
     """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,

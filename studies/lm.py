@@ -12,6 +12,7 @@ from .common import (
     Budget,
     Report,
     base_parser,
+    best_per_family,
     corpus,
     lm_perplexity,
     main_wrapper,
@@ -44,11 +45,17 @@ class LMStudy:
     quick_minutes: float = 2
     quick_head: Sequence[str] = ("--head-train", "1000", "--head-eval", "40")
     header_lines: Sequence[str] = field(default_factory=list)
+    # the families whose best arm (valid ppl) trains again with seed 2: the deciding points
+    second_seed_families: Sequence[str] = ()
 
 
 def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
     prog = f"python -m studies.{study.name}"
-    args = base_parser(prog, study.doc, study.updates, study.minutes).parse_args(argv)
+    p = base_parser(prog, study.doc, study.updates, study.minutes)
+    p.add_argument("--no-second-seed", action="store_true",
+                   help="skip the second seed of the deciding points (the best arm of "
+                   + (", ".join(study.second_seed_families) or "no family") + ")")
+    args = p.parse_args(argv)
     grid = study.arms(args.quick)
     if args.list:
         print_arms(grid)
@@ -79,11 +86,16 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
 
     arms = select_arms(grid, args.arms)
     results = run_arms(arms, workdir, run_one, budget)
+    if not (args.no_second_seed or args.quick or args.arms):
+        seeds = [a.with_seed(2) for a in best_per_family(arms, results, study.second_seed_families, "valid_ppl", False)]
+        results.update(run_arms(seeds, workdir, run_one, budget))
+        arms = list(arms) + seeds
     report = Report(
         title=study.title + (" (quick mode: not a result)" if args.quick else ""),
         metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,
         columns=[("valid_ppl", "valid ppl"), ("test_ppl", "test ppl")],
-        header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1; {updates} updates; "
+        header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
+                      f"{updates} updates; "
                       f"{study.checkpoint} scored with `fairseq-eval-lm {' '.join(study.eval_args)}`.",
                       *(["Quick mode: tiny models (`--quick --list` shows them) on slices of the corpus."]
                         if args.quick else study.header_lines),

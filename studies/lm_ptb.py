@@ -4,9 +4,11 @@ DeFINE (paper or authors' unit) or the projective map?
 
   Command:   make study-ptb       (python -m studies.lm_ptb [--arms "a b"] [--updates U]; --help)
   Hardware:  2 CPU cores, no GPU. 7 arms of 1,500 updates (20 x 70 tokens, about 2.3 epochs)
+             and seed 2 of the best (valid) standard, DeFINE (paper) and projective arms,
              capped at 13 minutes each, plus about 1 minute of evaluation an arm (batch 1, the
-             state carried through the split): 64 minutes measured here (10-12 minutes an arm
-             on one or two threads; --minutes 30 where the machine is shared).
+             state carried through the split): 64 minutes measured here for the 7 arms (10-12
+             minutes an arm on one or two threads; --minutes 30 where the machine is shared),
+             about 30 more for the second seeds.
   Recipe:    one for every arm: define_lstm_small (2 LSTM layers of 512, the last n wide,
              AWD-LSTM's dropouts scaled down: output 0.3, hidden 0.2, input 0.3, embedding
              0.05, weight drop 0.3), output tied at n; awd_lm_loss (AR 2, TAR 1), BPTT 70,
@@ -70,6 +72,7 @@ STUDY = LMStudy(
     doc=__doc__, dataset="ptb",
     arms=arms, recipe=recipe, eval_args=("--batch-size", "1"), checkpoint="checkpoint_best.pt",
     updates=1500, minutes=13,
+    second_seed_families=("standard (AWD-LSTM)", "DeFINE (paper)", "projective"),
     header_lines=["Model (every arm): define_lstm_small, 2 LSTM layers (hidden 512, the last n wide), tied output at n; "
                   "DeFINE k = 2m, N = 3."],
 )

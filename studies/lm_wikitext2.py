@@ -4,8 +4,9 @@ save against the standard model (n = d_model)?
 
   Command:   make study-wt2       (python -m studies.lm_wikitext2 [--arms "a b"] [--updates U]; --help)
   Hardware:  2 CPU cores, no GPU. 6 arms of 700 updates (16 x 64 tokens, about 1 update a
-             second: examples/txl_wikitext2) capped at 13 minutes each, plus about 2 minutes of
-             evaluation an arm (full valid and test, with memory): about 1h30 (estimated).
+             second: examples/txl_wikitext2) and seed 2 of the best (valid) standard, DeFINE
+             (paper) and projective arms, capped at 13 minutes each, plus about 2 minutes of
+             evaluation an arm (full valid and test, with memory): about 2 hours (estimated).
   Recipe:    one for every arm, as examples/txl_wikitext2 trains: define_txl_small (4 layers,
              d = 256, 4 heads of 64, inner 1024, adaptive input and softmax with cutoffs
              4000, 20000, div_val 1, tgt = mem = 64), projected_adaptive_loss, Adam lr 1e-3,
@@ -65,6 +66,7 @@ STUDY = LMStudy(
     eval_args=("--batch-size", "10", "--model-overrides",
                "{'tgt_len': 64, 'mem_len': 128, 'clamp_len': 128, 'same_length': True}"),
     checkpoint="checkpoint_last.pt", updates=700, minutes=13,
+    second_seed_families=("standard", "DeFINE (paper)", "projective"),
     header_lines=["Model (every arm): define_txl_small, 4 layers, d = 256, adaptive input/softmax (cutoffs 4000, "
                   "20000) n wide, projected to d; DeFINE k = 1024, N = 3."],
 )
