@@ -79,3 +79,21 @@ def test_missing_data_root_is_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert "ptb not found under" in proc.stdout and "--data-root" in proc.stdout and "--download" in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+@pytest.mark.parametrize("higher_is_better", [False, True])
+def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_better):
+    from studies.common import Arm, best_per_family
+    from studies.lm_ptb import STUDY
+
+    arms = STUDY.arms(False)
+    scores = {"standard_n256": 180.0, "standard_n128": 200.0, "define_paper_n128": 179.0, "define_paper_n64": 208.0,
+              "define_authors_n128": 213.0, "projective_n128": 194.0}  # projective_n64 not finished
+    results = {a: {"metrics": {"valid_ppl": v}} for a, v in scores.items()}
+    picks = best_per_family(arms, results, STUDY.second_seed_families, "valid_ppl", higher_is_better)
+    if higher_is_better:
+        assert [a.id for a in picks] == ["standard_n128", "define_paper_n64", "projective_n128"]
+    else:
+        assert [a.id for a in picks] == ["standard_n256", "define_paper_n128", "projective_n128"]
+    assert [a.with_seed(2).id for a in picks][0].endswith("_s2")
+    assert isinstance(picks[0], Arm)
