@@ -220,11 +220,12 @@ def load_result(run_dir: Path) -> Optional[dict]:
 
 def best_per_family(arms: Sequence[Arm], results: Dict[str, dict], families: Sequence[str], metric: str,
                     higher_is_better: bool) -> List[Arm]:
-    """The best finished arm (on ``metric``, a validation score) of each of ``families``: the
-    points that decide a comparison, which get a second seed."""
+    """The best finished arm (on ``metric``, a validation score) of each of ``families`` (a
+    family name or its start: "DeFINE" takes both unit styles): the points that decide a
+    comparison, which get a second seed."""
     picks = []
     for family in families:
-        done = [a for a in arms if a.family == family and a.id in results]
+        done = [a for a in arms if a.family.startswith(family) and a.id in results]
         if done:
             score = lambda a: results[a.id]["metrics"][metric]  # noqa: E731
             picks.append(max(done, key=score) if higher_is_better else min(done, key=score))

@@ -44,6 +44,7 @@ from .common import (
     Budget,
     Report,
     base_parser,
+    best_per_family,
     corpus,
     main_wrapper,
     print_arms,
@@ -103,12 +104,9 @@ def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
 def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
     """Seed 2 for the points that decide the comparison, picked on val BLEU: the Transformer
     at the deciding width and the best DeFINE and the best projective arm at that width."""
-    picks = [a for a in arms if a.family == "Transformer" and a.width == width]
-    for family in ("DeFINE", "projective"):
-        done = [a for a in arms if a.family.startswith(family) and a.width == width and a.id in results]
-        if done:
-            picks.append(max(done, key=lambda a: results[a.id]["metrics"].get("valid_bleu", -1.0)))
-    return [a.with_seed(2) for a in picks]
+    at_width = [a for a in arms if a.width == width]
+    return [a.with_seed(2) for a in best_per_family(at_width, results, ("Transformer", "DeFINE", "projective"),
+                                                    "valid_bleu", True)]
 
 
 # ---------------------------------------------------------------------------- data

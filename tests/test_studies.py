@@ -97,3 +97,13 @@ def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_bette
         assert [a.id for a in picks] == ["standard_n256", "define_paper_n128", "projective_n128"]
     assert [a.with_seed(2).id for a in picks][0].endswith("_s2")
     assert isinstance(picks[0], Arm)
+
+
+def test_nmt_second_seeds_take_the_best_define_of_both_styles():
+    from studies import nmt_multi30k as nmt
+
+    arms = nmt.arms_for(nmt.WIDTHS, False)
+    best = {"define_authors_d128_n64": 20.0, "projective_d128_n32": 19.0, "transformer_d128": 18.0}
+    results = {a.id: {"metrics": {"valid_bleu": best.get(a.id, 1.0)}} for a in arms}
+    assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [
+        "transformer_d128_s2", "define_authors_d128_n64_s2", "projective_d128_n32_s2"]
