@@ -385,6 +385,8 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
     p.add_argument("--updates", type=int, help=f"training updates an arm (default {default_updates})")
     p.add_argument("--minutes", type=float, default=None,
                    help=f"training time cap an arm, for slower machines (default {default_minutes:g}{minutes_note})")
+    p.add_argument("--no-second-seed", action="store_true",
+                   help="skip the second seed of the points that decide the comparison")
     p.add_argument("--quick", action="store_true",
                    help="a pipeline check: two arms, a few updates, tiny data slices (~1 minute); not a result")
     p.add_argument("--list", action="store_true", help="print the arms and their arguments, then exit")

@@ -51,11 +51,7 @@ class LMStudy:
 
 def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
     prog = f"python -m studies.{study.name}"
-    p = base_parser(prog, study.doc, study.updates, study.minutes)
-    p.add_argument("--no-second-seed", action="store_true",
-                   help="skip the second seed of the deciding points (the best arm of "
-                   + (", ".join(study.second_seed_families) or "no family") + ")")
-    args = p.parse_args(argv)
+    args = base_parser(prog, study.doc, study.updates, study.minutes).parse_args(argv)
     grid = study.arms(args.quick)
     if args.list:
         print_arms(grid)

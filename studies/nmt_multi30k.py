@@ -254,7 +254,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "scaled by the largest budget / the default updates), then run the study with it")
     p.add_argument("--budgets", default=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
                    help=f"the update counts --find-budget compares (default {' '.join(map(str, BUDGETS))})")
-    p.add_argument("--no-second-seed", action="store_true", help="skip the second seed of the deciding points")
     args = p.parse_args(argv)
 
     widths = QUICK["widths"] if args.quick else WIDTHS
