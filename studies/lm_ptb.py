@@ -8,7 +8,7 @@ DeFINE (paper or authors' unit) or the projective map?
              capped at 13 minutes each, plus about 1 minute of evaluation an arm (batch 1, the
              state carried through the split): 64 minutes measured here for the 7 arms (10-12
              minutes an arm on one or two threads; --minutes 30 where the machine is shared),
-             about 30 more for the second seeds.
+             and 23 more for the three second seeds (two threads).
   Recipe:    one for every arm: define_lstm_small (2 LSTM layers of 512, the last n wide,
              AWD-LSTM's dropouts scaled down: output 0.3, hidden 0.2, input 0.3, embedding
              0.05, weight drop 0.3), output tied at n; awd_lm_loss (AR 2, TAR 1), BPTT 70,
