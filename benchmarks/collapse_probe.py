@@ -115,7 +115,12 @@ def unit_param_kind(name, p):
 def probe_setup(model, args):
     """The experiment-only variants of the unit's training (docs/stability.md)."""
     emb = model.decoder.embed_tokens
-    unit = emb.unit
+    unit = getattr(emb, "unit", None)  # none for a standard table (--define-transform none)
+    if unit is None:
+        if args.centre_init_only or args.kind_scales:
+            sys.exit("collapse_probe.py: error: --centre-init-only and --kind-scales need a DeFINE unit; "
+                     "drop them or use --define-transform define")
+        return
     if args.centre_init_only:
         centre_reduce_bias(unit, emb.map_outputs_at_init())
     if args.kind_scales:
@@ -154,9 +159,6 @@ def main(argv=None):
     p.add_argument("--centre-init-only", action="store_true",
                    help="with --define-unit-centring none: centre Reduce's bias at init "
                    "(as the default does) without centring the gradients")
-    p.add_argument("--centre-lstm-input", action="store_true",
-                   help="centre the first LSTM layer's input-weight gradient on the batch-mean input "
-                   "(the embedding output): W_ih.grad - b_ih.grad (mean x)^T, as the unit's centring does")
     args, model_flags = p.parse_known_args(argv)
     if args.kind_scales:
         model_flags += ["--define-unit-grad-scale", "1"]
@@ -182,11 +184,6 @@ def main(argv=None):
     if args.updates * T + 1 > train.size(1):
         sys.exit(f"collapse_probe.py: error: --updates {args.updates} runs past the training "
                  f"text ({train.size(1) // T} segments); use fewer")
-    input_mean = {}
-    if args.centre_lstm_input:
-        first = model.decoder.layers[0]
-        first.register_forward_pre_hook(
-            lambda layer, inputs: input_mean.__setitem__("x", inputs[0].detach().reshape(-1, inputs[0].size(-1)).mean(0)))
     cos, norm = embedding_stats(model, d)
     print(f"update 0: cosine {cos:.3f}, norm {norm:.2f}, mean share {mean_share(model, d):.3f}", flush=True)
     start = time.time()
@@ -198,9 +195,6 @@ def main(argv=None):
         optimizer.zero_grad()
         loss, sample_size, _ = criterion(model, sample)
         (loss / sample_size).backward()  # fairseq divides the summed loss by the tokens
-        if args.centre_lstm_input:  # sum_t g_t x_t^T - (sum_t g_t)(mean x)^T; sum_t g_t is b_ih's gradient
-            first = model.decoder.layers[0]
-            first.weight_ih_l0.grad.sub_(torch.outer(first.bias_ih_l0.grad, input_mean["x"]))
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
         if (step + 1) % args.log_every == 0 or step + 1 == args.updates:

@@ -15,7 +15,9 @@ DeFINE (paper or authors' unit) or the projective map?
              batch 20, AWD-LSTM's optimizer as the project's Table 1c recipe runs it
              (run_scripts/lib.sh, awd_ptb): --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30
              --nonmono 5 --clip-norm 0.25, the DeFINE unit's gradients scaled by 0.01
-             (--define-unit-grad-scale, its default; docs/stability.md), validation every 250
+             (--define-unit-grad-scale, its default; docs/stability.md), the LSTM's plain input
+             gradient (--lstm-input-centring none: the study ran before the default became
+             embedding; docs/stability.md), validation every 250
              updates (NT-ASGD's trigger), seed 1; checkpoint_best (the averaged weights once
              NT-ASGD averages) scored on the full valid and test splits.
   Arms:      standard table n = m = 256 and n = m = 128 (the AWD-LSTM baseline); at n = 128 and
@@ -63,7 +65,8 @@ def arms(quick: bool) -> List[Arm]:
 def recipe(updates: int, quick: bool) -> List[str]:
     return ["--task", "contiguous_lm", "--criterion", "awd_lm_loss", "--batch-size", "20",
             "--tokens-per-sample", "35" if quick else "70", "--clip-norm", "0.25", "--optimizer", "nt_asgd",
-            "--lr-scheduler", "nt_asgd", "--lr", "30", "--nonmono", "5", "--distributed-world-size", "1",
+            "--lr-scheduler", "nt_asgd", "--lr", "30", "--nonmono", "5",
+            "--lstm-input-centring", "none", "--distributed-world-size", "1",
             "--no-epoch-checkpoints", "--validate-interval-updates", str(max(updates // 2, 1) if quick else 250)]
 
 

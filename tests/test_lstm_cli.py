@@ -52,6 +52,7 @@ def loss_base2(out):
 def test_awd_lstm_trains_with_ar_tar_and_switches_to_averaged_sgd(awd_trained):
     ckpt, out = awd_trained
     assert "define_lstm_tiny: DeFINE 0.0" in out and "train: 8 streams per GPU" in out
+    assert "LSTM: input-weight gradients of layer(s) 0 centred" in out  # the default
     assert re.search(r"\| ar [0-9.]+ \| tar [0-9.]+", out)  # AR and TAR are logged beside the NLL
     assert "epoch 1: validation loss" in out and "switching to averaged SGD" in out
     assert out.count("validating the averaged (NT-ASGD) weights") == 2  # epochs 2 and 3

@@ -150,6 +150,44 @@ def test_weight_drop_masks_hidden_weights_per_forward_and_keeps_the_raw_weights(
         torch.testing.assert_close(lstm(x)[0], plain(x)[0])  # no mask in evaluation
 
 
+@pytest.mark.parametrize("weight_drop", [0.0, 0.5])
+def test_centred_input_gives_the_plain_outputs_and_the_centred_input_weight_gradient(weight_drop):
+    torch.manual_seed(8)
+    plain, centred = WeightDropLSTM(5, 6, weight_drop), WeightDropLSTM(5, 6, weight_drop, centre_input=True)
+    centred.load_state_dict(plain.state_dict())
+    before = {k: v.clone() for k, v in centred.state_dict().items()}
+    x = torch.randn(3, 4, 5) + 2.0  # a shared mean, as the authors' unit hands the LSTM
+    h0 = (torch.randn(1, 3, 6), torch.randn(1, 3, 6))
+    out = {}
+    for name, lstm in (("plain", plain), ("centred", centred)):
+        xi = x.clone().requires_grad_(True)
+        torch.manual_seed(9)  # the same DropConnect mask
+        y, (h, c) = lstm.train()(xi, h0)
+        (y.pow(2).sum() + h.sum() + c.sum()).backward()
+        out[name] = (y, h, c, xi.grad)
+    for a, b in zip(out["plain"], out["centred"]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)  # outputs and the input's gradient
+    for name in ("weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+        torch.testing.assert_close(getattr(centred, name).grad, getattr(plain, name).grad, atol=1e-5, rtol=1e-5)
+    # sum_t g_t (x_t - mean x)^T: the plain gradient less the bias's gradient times the mean input
+    mean = x.reshape(-1, 5).mean(0)
+    expected = plain.weight_ih_l0.grad - torch.outer(plain.bias_ih_l0.grad, mean)
+    torch.testing.assert_close(centred.weight_ih_l0.grad, expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(expected, plain.weight_ih_l0.grad, atol=1e-3)
+    for k, v in centred.state_dict().items():
+        assert torch.equal(v, before[k]), k  # the parameters themselves are never overwritten
+    centred.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(centred(x)[0], plain.eval()(x)[0])
+
+
+@pytest.mark.parametrize("mode,centred", [("none", [False, False, False]), ("embedding", [True, False, False]),
+                                          ("all", [True, True, True])])
+def test_lstm_input_centring_picks_the_layers(mode, centred):
+    model = tiny_lstm(lstm_layers=3, lstm_input_centring=mode)
+    assert [layer.centre_input for layer in model.decoder.layers] == centred
+
+
 def test_locked_dropout_shares_one_mask_over_time_and_embedding_dropout_one_per_word():
     torch.manual_seed(5)
     x = torch.ones(3, 7, 10)

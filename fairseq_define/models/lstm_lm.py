@@ -20,10 +20,12 @@ Hidden states are carried from segment to segment with ``--task contiguous_lm`` 
 per stream, reset at a stream's first segment), as truncated BPTT.
 """
 
+import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch.nn as nn
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model
 
 from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
@@ -35,6 +37,10 @@ from ..modules.define_config import (
 )
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
 from .named_architectures import register_architectures
+
+logger = logging.getLogger(__name__)
+
+LSTM_INPUT_CENTRING_CHOICES = ChoiceEnum(["none", "embedding", "all"])
 
 
 @dataclass
@@ -53,6 +59,15 @@ class LSTMLMConfig(DefineConfig):
     dropout_input: float = field(default=0.0, metadata={"help": "locked dropout on the embeddings (LSTM input)"})
     dropout_embedding: float = field(default=0.0, metadata={"help": "embedding dropout: drop whole word types"})
     weight_drop: float = field(default=0.0, metadata={"help": "DropConnect on the LSTMs' hidden-to-hidden weights"})
+    lstm_input_centring: LSTM_INPUT_CENTRING_CHOICES = field(
+        default="embedding",
+        metadata={"help": "embedding: take the input-weight gradient of the LSTM layer that reads the "
+                  "embeddings with its input centred on the batch mean (the mean's share goes to the "
+                  "bias); all: of every layer; none: the plain gradient (Merity et al.'s). An input "
+                  "with a large shared mean (the authors' DeFINE unit) otherwise gets SGD steps that "
+                  "move every gate by one vector; it helped every embedding measured, under SGD and "
+                  "Adam (docs/stability.md). Outputs unchanged"},
+    )
     define_map_dim: int = field(default=256, metadata={"help": "n: width of the map (and of the last LSTM layer and the tied softmax)"})
     define_transform: DEFINE_TRANSFORM_CHOICES = field(
         default="none",
@@ -77,6 +92,11 @@ class LSTMLanguageModel(DefineLanguageModel):
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
 
+def _centred(cfg, layer: int) -> bool:
+    mode = str(getattr(cfg, "lstm_input_centring", LSTMLMConfig.lstm_input_centring))  # absent from older configs
+    return mode == "all" or (mode == "embedding" and layer == 0)
+
+
 class LSTMLanguageModelDecoder(StreamStateDecoder):
     incremental_state_key = "hidden"
     state_batch_dim = 1  # the state: (h, c) per layer, each [1, B, H or n]
@@ -90,8 +110,12 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
         L, H = cfg.lstm_layers, cfg.lstm_hidden_dim
         sizes = [m] + [H] * (L - 1) + [n]
         self.layers = nn.ModuleList(
-            WeightDropLSTM(sizes[l], sizes[l + 1], cfg.weight_drop) for l in range(L)
+            WeightDropLSTM(sizes[l], sizes[l + 1], cfg.weight_drop, centre_input=_centred(cfg, l)) for l in range(L)
         )
+        centred = [l for l, layer in enumerate(self.layers) if layer.centre_input]
+        if centred:
+            logger.info("LSTM: input-weight gradients of layer(s) %s centred on the batch-mean input "
+                        "(--lstm-input-centring %s)", ",".join(map(str, centred)), cfg.lstm_input_centring)
         self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input, bias=not cfg.no_softmax_bias)
 
     def step(self, tokens, state=None):

@@ -25,19 +25,40 @@ def embedding_dropout(tokens: torch.Tensor, x: torch.Tensor, vocab_size: int, p:
 
 class WeightDropLSTM(nn.LSTM):
     """One batch-first LSTM layer with DropConnect on its hidden-to-hidden weights: a new
-    mask on W_hh per forward pass in training (the recurrence itself stays cuDNN's)."""
+    mask on W_hh per forward pass in training (the recurrence itself stays cuDNN's).
 
-    def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0):
+    ``centre_input``: in training, the input-weight gradient is taken with the input centred
+    on its batch mean, sum_t g_t (x_t - mean x)^T in place of sum_t g_t x_t^T; the mean's
+    share, (sum_t g_t)(mean x)^T, is the bias's step amplified by |mean x|^2, which moves
+    every gate by one vector when the input has a large shared mean (the authors' DeFINE
+    unit ends in LayerNorm and swish; docs/stability.md). The layer computes
+    W_ih (x - mean) + (b_ih + W_ih mean), with W_ih detached in the second term: the same
+    outputs and the same gradients for x and b_ih, only W_ih's changes."""
+
+    def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0, centre_input: bool = False):
         super().__init__(input_size, hidden_size, batch_first=True)
         self.weight_drop = weight_drop
-        self._hh_index = self._flat_weights_names.index("weight_hh_l0")
+        self.centre_input = centre_input
+        names = self._flat_weights_names
+        self._hh_index = names.index("weight_hh_l0")
+        self._ih_index, self._bih_index = names.index("weight_ih_l0"), names.index("bias_ih_l0")
 
     def forward(self, x, hx=None):
-        if not (self.training and self.weight_drop > 0):
+        swaps = {}
+        if self.training and self.weight_drop > 0:
+            swaps[self._hh_index] = F.dropout(self._flat_weights[self._hh_index], self.weight_drop, training=True)
+        if self.centre_input and self.training and torch.is_grad_enabled():
+            mean = x.detach().reshape(-1, x.size(-1)).mean(0)  # [in]
+            w_ih = self._flat_weights[self._ih_index].detach()  # [4H, in]
+            swaps[self._bih_index] = self._flat_weights[self._bih_index] + w_ih @ mean  # [4H]
+            x = x - mean  # [B, T, in]
+        if not swaps:
             return super().forward(x, hx)
-        raw = self._flat_weights[self._hh_index]
-        self._flat_weights[self._hh_index] = F.dropout(raw, self.weight_drop, training=True)
+        raw = {i: self._flat_weights[i] for i in swaps}
+        for i, w in swaps.items():
+            self._flat_weights[i] = w
         try:
             return super().forward(x, hx)
         finally:
-            self._flat_weights[self._hh_index] = raw
+            for i, w in raw.items():
+                self._flat_weights[i] = w
