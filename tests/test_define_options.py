@@ -66,7 +66,7 @@ OTHER_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("style,scale", [("paper", 0.01), ("authors", 0.1)])
+@pytest.mark.parametrize("style,scale", [("paper", 0.01), ("authors", 0.01)])
 def test_an_unset_grad_scale_takes_the_styles_default(style, scale):
     assert DefineOptions.from_config(define_cfg(define_style=style)).unit_grad_scale == scale
     assert DefineOptions.from_config(define_cfg(define_style=style, define_unit_grad_scale=1.0)).unit_grad_scale == 1.0

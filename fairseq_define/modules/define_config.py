@@ -25,8 +25,8 @@ DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 DEFAULT_DEFINE_STYLE = "paper"
 DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
 DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
-# --define-unit-grad-scale when not given, by style (docs/stability.md)
-DEFAULT_UNIT_GRAD_SCALE = {"paper": 0.01, "authors": 0.1}
+# --define-unit-grad-scale when not given, for both styles (docs/stability.md)
+DEFAULT_UNIT_GRAD_SCALE = 0.01
 
 
 class DefineConfigError(UserError, ValueError):
@@ -123,7 +123,7 @@ class DefineConfig(FairseqDataclass):
             "norms; not the map, not the projective baseline) by this factor: under SGD a "
             "learning-rate multiplier for the unit, without which AWD-LSTM's SGD at lr 30 "
             "collapses every token's output onto one vector; Adam is invariant to it "
-            "(docs/stability.md). Default: 0.01 for the paper's unit, 0.1 for the authors'. "
+            "(docs/stability.md). Default: 0.01 (either style). "
             "1: no scaling"
         },
     )

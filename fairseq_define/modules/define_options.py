@@ -81,12 +81,11 @@ class DefineOptions:
                 )
         scale = setting("define_unit_grad_scale")
         if scale is None:
-            scale = DEFAULT_UNIT_GRAD_SCALE[style]
+            scale = DEFAULT_UNIT_GRAD_SCALE
         if not scale > 0:
             raise DefineConfigError(
                 f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-                "optimizer's learning rate; the defaults (0.01 for the paper's unit, 0.1 for the "
-                "authors') are what keep SGD at lr 30 stable"
+                f"optimizer's learning rate; the default, {DEFAULT_UNIT_GRAD_SCALE:g}, is what keeps SGD at lr 30 stable"
             )
         return cls(
             style=style,
