@@ -17,7 +17,8 @@ save against the standard model (n = d_model)?
   Arms:      standard n = d = 256; at n = 128 and 64: projective (the adaptive input n
              projected to d, --define-transform none) and DeFINE on the projection
              (--define-transform define, k = 1024, N = 3, --define-style paper); the authors'
-             unit at n = 128.
+             unit at n = 128 (its gradient scale pinned at 0.1, its default when the study
+             ran; under Adam the scale changes next to nothing: docs/stability.md).
   Expected:  DeFINE ahead of projective at equal n (the issue's run: 291 vs 302 at n = 128);
              whether either beats the standard model per parameter is what this answers.
   Paper:     Table 2 (WikiText-103, 16 layers, GPUs), test perplexity: standard n=384 27.06;
@@ -44,7 +45,7 @@ def arms(quick: bool) -> List[Arm]:
         if n == ns[0] and not quick:
             out.append(Arm(f"define_authors_n{n}", "DeFINE (authors)", arch,
                            ("--define-map-dim", str(n), "--define-transform", "define", "--define-style",
-                            "authors"), d, n))
+                            "authors", "--define-unit-grad-scale", "0.1"), d, n))
     if quick:
         return [out[0], next(a for a in out if a.family == "DeFINE (paper)")]
     return out
