@@ -155,10 +155,12 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         raise CheckpointLoadError(
             f"no such checkpoint: {name}; check --path / --restore-file and --save-dir"
         ) from None
-    except (RuntimeError, EOFError, ValueError, OSError) as e:
-        error = e
+    except Exception as e:  # noqa: BLE001  the weights-only unpickler runs no code: anything
+        error = e  # it raises on bad bytes (KeyError, IndexError, struct.error...) is a damaged file
     lines = [l.strip() for l in str(error).splitlines() if l.strip()] or [type(error).__name__]
     detail = next((l for l in lines if "Unpickler error" in l), lines[0])
+    if not isinstance(error, (RuntimeError, EOFError, ValueError, OSError)):
+        detail = f"{type(error).__name__}: {detail}"
     raise CheckpointLoadError(
         f"cannot read {name}: the file is truncated, corrupt or not a PyTorch checkpoint "
         f"({detail}); use an intact copy (checkpoint_best.pt, an earlier checkpointN.pt)"
@@ -1294,7 +1296,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "b4b9da6773c41ee2cfc3e1063d7bb6b3734ac88d76b7537cc39db34612bf67bb",
+        "1d67dd40e1b74c395014954d340ce20e291afd313f145d395ecbeab25f22bf73",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",

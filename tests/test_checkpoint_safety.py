@@ -2,6 +2,7 @@
 
 import collections
 import os
+import random
 import shutil
 
 import numpy as np
@@ -91,13 +92,25 @@ def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path, legacy):
     assert again.returncode == 2 and "exists" in again.stdout
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def garbage(seed, pickle_header=False):
+    """4 KiB of random bytes (seeded); with a pickle header, the unpickler runs random opcodes,
+    which raise KeyError, IndexError, struct.error and the like rather than UnpicklingError."""
+    data = random.Random(seed).randbytes(4096)
+    return b"\x80\x02" + data if pickle_header else data
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "pickle_garbage", "empty"])
 def test_corrupt_checkpoints_give_a_clear_error(trained, tmp_path, damage):
-    path = tmp_path / "ck.pt"
     data = (trained / "checkpoint_last.pt").read_bytes()
-    path.write_bytes({"truncate": data[: len(data) // 2], "garbage": os.urandom(4096), "empty": b""}[damage])
-    with pytest.raises(CheckpointLoadError, match="cannot read .*truncated, corrupt or not a PyTorch checkpoint"):
-        load_checkpoint_to_cpu(str(path))
+    if damage in ("garbage", "pickle_garbage"):
+        files = [garbage(seed, damage == "pickle_garbage") for seed in range(40)]
+    else:
+        files = [{"truncate": data[: len(data) // 2], "empty": b""}[damage]]
+    for i, content in enumerate(files):
+        path = tmp_path / f"ck{i}.pt"
+        path.write_bytes(content)
+        with pytest.raises(CheckpointLoadError, match="cannot read .*truncated, corrupt or not a PyTorch checkpoint"):
+            load_checkpoint_to_cpu(str(path))
 
 
 def test_average_checkpoints_loads_safely(trained, tmp_path):
