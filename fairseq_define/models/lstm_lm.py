@@ -65,8 +65,8 @@ class LSTMLMConfig(DefineConfig):
                   "embeddings with its input centred on the batch mean (the mean's share goes to the "
                   "bias); all: of every layer; none: the plain gradient (Merity et al.'s). An input "
                   "with a large shared mean (the authors' DeFINE unit) otherwise gets SGD steps that "
-                  "move every gate by one vector; it helped every embedding measured, under SGD and "
-                  "Adam (docs/stability.md). Outputs unchanged"},
+                  "move every gate by one vector; under AWD-LSTM's SGD no embedding measured trained "
+                  "worse with it and the authors' unit far better (docs/stability.md). Outputs unchanged"},
     )
     define_map_dim: int = field(default=256, metadata={"help": "n: width of the map (and of the last LSTM layer and the tied softmax)"})
     define_transform: DEFINE_TRANSFORM_CHOICES = field(
