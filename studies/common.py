@@ -232,15 +232,60 @@ def best_per_family(arms: Sequence[Arm], results: Dict[str, dict], families: Seq
     return picks
 
 
-def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
-             budget: Optional[Budget] = None) -> Dict[str, dict]:
-    """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
-    evaluates and records it. Progress on the log and a tqdm bar."""
+def each(items: Sequence, fn: Callable, jobs: int = 1, desc: str = "arms", name=str) -> List:
+    """fn(item) for every item, JOBS at a time (threads waiting on the training subprocesses),
+    results in the items' order; a tqdm bar counts the finished ones. The first error stops
+    the items not yet started and is raised once the running ones end."""
+    from concurrent.futures import ThreadPoolExecutor
     from tqdm import tqdm
 
-    results = {}
-    bar = tqdm(arms, desc="arms", unit="arm", disable=None)
-    for arm in bar:
+    bar = tqdm(total=len(items), desc=desc, unit=desc.rstrip("s") or "item", disable=None)
+    if jobs <= 1:
+        out = []
+        for item in items:
+            bar.set_postfix_str(name(item))
+            out.append(fn(item))
+            bar.update()
+        bar.close()
+        return out
+
+    def one(item):
+        try:
+            return fn(item)
+        finally:
+            bar.update()
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(one, item) for item in items]
+        try:
+            out = [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        finally:
+            bar.close()
+    return out
+
+
+def set_jobs(jobs: int) -> None:
+    """--jobs N: N training subprocesses at a time, each given the machine's cores / N threads
+    (OMP_NUM_THREADS and MKL_NUM_THREADS, unless already set), so they do not oversubscribe."""
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: give 1 or more")
+    if jobs > 1:
+        threads = str(max(1, (os.cpu_count() or 1) // jobs))
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, threads)
+        logger.info("--jobs %d: %d arms at a time, %s thread(s) each", jobs, jobs, os.environ["OMP_NUM_THREADS"])
+
+
+def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
+             budget: Optional[Budget] = None, jobs: int = 1) -> Dict[str, dict]:
+    """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
+    evaluates and records it; JOBS arms at a time. Progress on the log and a tqdm bar."""
+
+    def one(arm: Arm) -> dict:
         run_dir = workdir / arm.id
         result = load_result(run_dir)
         if result is not None:
@@ -248,14 +293,14 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
             if budget is not None and result.get("budget") != asdict(budget):
                 logger.warning("%s: trained under another budget (%s); delete %s to train it under this one",
                                arm.id, result.get("budget"), run_dir)
-        else:
-            bar.set_postfix_str(arm.id)
-            logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
-                        run_dir / "train.log")
-            result = run_one(arm, run_dir)
-            logger.info("%s: %s", arm.id, ", ".join(f"{k} {v:.2f}" for k, v in result["metrics"].items()))
-        results[arm.id] = result
-    return results
+            return result
+        logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
+                    run_dir / "train.log")
+        result = run_one(arm, run_dir)
+        logger.info("%s: %s", arm.id, ", ".join(f"{k} {v:.2f}" for k, v in result["metrics"].items()))
+        return result
+
+    return dict(zip((a.id for a in arms), each(list(arms), one, jobs, name=lambda a: a.id)))
 
 
 # ---------------------------------------------------------------------------- report
@@ -390,6 +435,9 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
     p.add_argument("--quick", action="store_true",
                    help="a pipeline check: two arms, a few updates, tiny data slices (~1 minute); not a result")
     p.add_argument("--list", action="store_true", help="print the arms and their arguments, then exit")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="train this many arms at a time, each on the cores / JOBS threads (default 1: one arm on "
+                   "all cores); small models use 2 cores better as 2 one-thread runs")
     return p
 
 

@@ -22,6 +22,7 @@ from .common import (
     run_arms,
     run_script,
     select_arms,
+    set_jobs,
     train_arm,
     write_report,
 )
@@ -52,6 +53,7 @@ class LMStudy:
 def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
     prog = f"python -m studies.{study.name}"
     args = base_parser(prog, study.doc, study.updates, study.minutes).parse_args(argv)
+    set_jobs(args.jobs)
     grid = study.arms(args.quick)
     if args.list:
         print_arms(grid)
@@ -81,10 +83,10 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
                           extra={"checkpoint": ckpt.name, "eval_args": list(study.eval_args)})
 
     arms = select_arms(grid, args.arms)
-    results = run_arms(arms, workdir, run_one, budget)
+    results = run_arms(arms, workdir, run_one, budget, args.jobs)
     if not (args.no_second_seed or args.quick or args.arms):
         seeds = [a.with_seed(2) for a in best_per_family(arms, results, study.second_seed_families, "valid_ppl", False)]
-        results.update(run_arms(seeds, workdir, run_one, budget))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs))
         arms = list(arms) + seeds
     report = Report(
         title=study.title + (" (quick mode: not a result)" if args.quick else ""),

@@ -42,6 +42,7 @@ from fairseq_define.output_files import write_text
 from .common import (
     Arm,
     Budget,
+    each,
     Report,
     base_parser,
     best_per_family,
@@ -53,6 +54,7 @@ from .common import (
     run_arms,
     run_script,
     select_arms,
+    set_jobs,
     train_arm,
     write_report,
 )
@@ -186,7 +188,7 @@ def ranking(values: Dict[str, float]) -> List[str]:
 
 
 def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data_dir: Path, recipe: List[str],
-                minutes: float, out_dir: Path) -> int:
+                minutes: float, out_dir: Path, jobs: int = 1) -> int:
     """Train ARMS once to the largest budget, saving a checkpoint at every budget (inverse_sqrt
     does not depend on the run's length, so the checkpoint at B is the run of B updates); score
     each on val; the budget is the smallest from which the ranking no longer changes."""
@@ -194,21 +196,24 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
     budget = Budget(max(budgets), minutes)
     extra = ["--save-interval-updates", str(step), "--keep-interval-updates", "-1"]
     table: Dict[int, Dict[str, float]] = {b: {} for b in budgets}
-    for arm in arms:
+
+    def one(arm: Arm) -> Dict[int, float]:
         run_dir = workdir / "budget" / arm.id
         done = run_dir / "budget.json"
         if done.is_file():
-            scores = {int(k): v for k, v in json.loads(done.read_text())["valid_bleu"].items()}
             logger.info("budget %s: done, skipped", arm.id)
-        else:
-            logger.info("budget %s: training to %d updates, checkpoints every %d", arm.id, budget.updates, step)
-            train_arm(arm, run_dir, data_dir / "bin", recipe, budget, extra)
-            scores = {}
-            for b in budgets:
-                found = sorted(run_dir.glob(f"checkpoint_*_{b}.pt"))
-                if found:
-                    scores[b] = score(data_dir, found[0], "valid", run_dir / f"valid.u{b}", run_dir / "evaluate.log")["bleu"]
-            write_text(done, json.dumps({"valid_bleu": scores}, indent=2) + "\n")
+            return {int(k): v for k, v in json.loads(done.read_text())["valid_bleu"].items()}
+        logger.info("budget %s: training to %d updates, checkpoints every %d", arm.id, budget.updates, step)
+        train_arm(arm, run_dir, data_dir / "bin", recipe, budget, extra)
+        scores = {}
+        for b in budgets:
+            found = sorted(run_dir.glob(f"checkpoint_*_{b}.pt"))
+            if found:
+                scores[b] = score(data_dir, found[0], "valid", run_dir / f"valid.u{b}", run_dir / "evaluate.log")["bleu"]
+        write_text(done, json.dumps({"valid_bleu": scores}, indent=2) + "\n")
+        return scores
+
+    for arm, scores in zip(arms, each(list(arms), one, jobs, desc="budget arms", name=lambda a: a.id)):
         for b, v in scores.items():
             table[int(b)][arm.id] = v
     complete = [b for b in budgets if len(table[b]) == len(arms)]
@@ -255,6 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--budgets", default=" ".join(map(str, BUDGETS)), metavar='"B1 B2 .."',
                    help=f"the update counts --find-budget compares (default {' '.join(map(str, BUDGETS))})")
     args = p.parse_args(argv)
+    set_jobs(args.jobs)
 
     widths = QUICK["widths"] if args.quick else WIDTHS
     grid = arms_for(widths, args.grid == "full")
@@ -284,7 +290,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         deciding = [a for a in arms_for((w,), False) if a.n in (w, w // 4)]
         # the cap is per --updates' worth of training; the budget runs go to the largest budget
         cap = minutes * max(budgets) / (QUICK["updates"] if args.quick else UPDATES)
-        find_budget(deciding, budgets, workdir, data_dir, recipe, cap, out_dir)
+        find_budget(deciding, budgets, workdir, data_dir, recipe, cap, out_dir, args.jobs)
     if args.updates:
         updates, source = args.updates, "--updates"
     elif budget_file.is_file():
@@ -306,10 +312,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     arms = select_arms(grid, args.arms)
     if args.quick and not args.arms:
         arms = [arms[0], next(a for a in arms if a.family == "DeFINE (paper)")]
-    results = run_arms(arms, workdir, run_one, budget)
+    results = run_arms(arms, workdir, run_one, budget, args.jobs)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
-        results.update(run_arms(seeds, workdir, run_one, budget))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs))
         arms = arms + seeds
     for arm in arms:  # extra test sets given after an arm finished: scored now
         r = results[arm.id]

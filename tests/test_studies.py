@@ -22,7 +22,9 @@ def study(name, *args, check=True):
 @pytest.fixture(scope="module", params=STUDIES)
 def quick_run(request, tmp_path_factory, shared_data):
     work = tmp_path_factory.mktemp(request.param)
-    args = ("--quick", "--workdir", work, "--data-root", shared_data)
+    args = ("--quick", "--workdir", work, "--data-root", shared_data, "--jobs", "2")
+    if request.param == "nmt_multi30k":
+        args += ("--find-budget",)
     first = study(request.param, *args).stdout
     return request.param, work, args, first
 
@@ -72,6 +74,63 @@ def test_second_invocation_skips_finished_arms(quick_run):
         d = work / arm
         assert ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) == stamp, f"{arm} was redone"
     assert "training" not in " ".join(l for l in out.splitlines() if "| studies |" in l)
+
+
+def test_nmt_quick_mode_finds_the_budget_and_trains_with_it(quick_run):
+    name, work, _, first = quick_run
+    if name != "nmt_multi30k":
+        pytest.skip("--find-budget is the NMT study's")
+    from studies.nmt_multi30k import QUICK
+
+    found = json.loads((work / "budget.json").read_text())
+    assert found["budgets"] == list(QUICK["budgets"]) and found["updates"] in QUICK["budgets"]
+    for budget in QUICK["budgets"]:  # every deciding arm scored at every budget
+        assert len(found["valid_bleu"][str(budget)]) == 4, found
+    assert "stops changing at" in (work / "report" / "budget.md").read_text()
+    for d in arm_dirs(work):
+        assert json.loads((d / "result.json").read_text())["budget"]["updates"] == found["updates"]
+    assert "--jobs 2: 2 arms at a time" in first
+
+
+def test_each_keeps_order_and_runs_jobs_at_a_time():
+    import threading
+    import time
+
+    from studies.common import each
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def slow_square(x):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05 * (5 - x))  # later items finish first
+        with lock:
+            running[0] -= 1
+        return x * x
+
+    assert each(list(range(5)), slow_square, jobs=2) == [0, 1, 4, 9, 16]
+    assert peak[0] == 2
+    assert each(list(range(5)), slow_square, jobs=1) == [0, 1, 4, 9, 16]
+
+
+def test_each_raises_the_first_error_and_starts_nothing_after_it():
+    from studies.common import each
+    from fairseq_define.errors import UserError
+
+    started = []
+
+    def fail_on_one(x):
+        started.append(x)
+        if x == 1:
+            raise UserError("arm 1 failed")
+        return x
+
+    with pytest.raises(UserError, match="arm 1 failed"):
+        each(list(range(6)), fail_on_one, jobs=1)
+    assert started == [0, 1]
+    with pytest.raises(UserError, match="arm 1 failed"):
+        each(list(range(6)), fail_on_one, jobs=2)
 
 
 def test_missing_data_root_is_one_line_error(tmp_path):
