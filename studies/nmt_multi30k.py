@@ -12,7 +12,7 @@ with the projective map (one Linear n -> d)?
              cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
              3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
              inverse_sqrt with 400 warmup updates, label smoothing 0.1, dropout 0.1, seed 1;
-             checkpoint_best (validation loss) translated with beam 4, lenpen 0.6
+             the checkpoint at the last update translated with beam 4, lenpen 0.6
              (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
              second seeds) on val only; test sets only scored.
   Arms:      transformer at d = 64, 128, 256; define_transformer at n = d/4, d/2 (k = 2d, N = 3)
@@ -32,15 +32,19 @@ with the projective map (one Linear n -> d)?
 import json
 import logging
 import math
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import write_text
+from fairseq_define.tools.train_log import parse_updates
 
 from .common import (
     Arm,
+    WALL_FILE,
     Budget,
     each,
     Report,
@@ -243,6 +247,40 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
     return chosen
 
 
+def reuse_budget_run(arm: Arm, budget_dir: Path, run_dir: Path, updates: int) -> Optional[str]:
+    """An arm that --find-budget trained (same recipe, seed and data order) past UPDATES
+    already holds the run of UPDATES updates: its checkpoint at UPDATES (the schedule does not
+    depend on the run's length, and fairseq seeds each update by its number, so the extra
+    validations do not change it). Link it in as the arm's checkpoint_last.pt, with the log
+    up to that update and the wall time fairseq logged there (else the run's share); returns what was reused."""
+    found = sorted(budget_dir.glob(f"checkpoint_*_{updates}.pt"))
+    if (run_dir / "done").is_file() or not found or not (budget_dir / "train.log").is_file():
+        return None
+    kept, wall = [], None
+    for line in (budget_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines():
+        done = parse_updates([line])
+        if done is not None and done > updates:
+            break
+        kept.append(line)
+        m = re.search(r'"(?:valid_)?wall": "?([0-9.]+)', line)
+        wall = float(m.group(1)) if m else wall
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / "checkpoint_last.pt"
+    if target.exists():
+        target.unlink()
+    os.link(found[0], target)
+    write_text(run_dir / "train.log", "\n".join(kept) + "\n")
+    total = budget_dir / WALL_FILE
+    if wall is None and total.is_file():  # no progress line before UPDATES: the run's share of it
+        last = parse_updates((budget_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines())
+        wall = float(total.read_text()) * updates / last if last else None
+    if wall is not None:
+        write_text(run_dir / WALL_FILE, f"{wall:.1f}\n")
+    write_text(run_dir / "done", f"reused {found[0]}\n")
+    logger.info("%s: the budget run's checkpoint at %d updates is this arm's run (%s)", arm.id, updates, found[0])
+    return str(found[0])
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -303,15 +341,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logger.info("budget: %d updates an arm (%s), at most %g minutes", updates, source, minutes)
 
     def run_one(arm: Arm, run_dir: Path) -> dict:
-        train_arm(arm, run_dir, data_dir / "bin", recipe, budget)
-        ckpt = run_dir / "checkpoint_best.pt"
+        reused = reuse_budget_run(arm, workdir / "budget" / arm.id, run_dir, updates)
+        if not reused:
+            train_arm(arm, run_dir, data_dir / "bin", recipe, budget)
+        ckpt = run_dir / "checkpoint_last.pt"
         metrics = evaluate(run_dir, ckpt, data_dir, extras)
-        return record_arm(run_dir, STUDY, arm, recipe, budget, metrics, "valid_loss",
-                          extra={"checkpoint": ckpt.name, "updates_source": source})
+        extra = {"checkpoint": ckpt.name, "updates_source": source}
+        if reused:
+            extra["reused"] = reused
+        return record_arm(run_dir, STUDY, arm, recipe, budget, metrics, "valid_loss", extra=extra)
 
     arms = select_arms(grid, args.arms)
     if args.quick and not args.arms:
-        arms = [arms[0], next(a for a in arms if a.family == "DeFINE (paper)")]
+        # the Transformer (reused from the budget runs with --find-budget) and a DeFINE arm it did not train
+        arms = [arms[0], [a for a in arms if a.family == "DeFINE (paper)"][-1]]
     results = run_arms(arms, workdir, run_one, budget, args.jobs)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
@@ -334,7 +377,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         metric="test_bleu", metric_label="test_2016_flickr BLEU (detokenized sacreBLEU)", higher_is_better=True,
         columns=columns,
         header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
-                      f"{updates} updates ({source}); checkpoint_best (val loss), beam 4, lenpen 0.6.",
+                      f"{updates} updates ({source}); the checkpoint at the last update, beam 4, lenpen 0.6.",
                       "Sizes at width d (every arm, `sizes(d)`): 3+3 layers, 4 heads, embeddings d, FFN 4d; "
                       "the arm's args are its only other difference from the recipe. Params: the paper's "
                       "distribution (fairseq-define-results). Val chooses; test sets are only scored."])

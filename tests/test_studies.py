@@ -87,8 +87,14 @@ def test_nmt_quick_mode_finds_the_budget_and_trains_with_it(quick_run):
     for budget in QUICK["budgets"]:  # every deciding arm scored at every budget
         assert len(found["valid_bleu"][str(budget)]) == 4, found
     assert "stops changing at" in (work / "report" / "budget.md").read_text()
+    reused = {}
     for d in arm_dirs(work):
-        assert json.loads((d / "result.json").read_text())["budget"]["updates"] == found["updates"]
+        r = json.loads((d / "result.json").read_text())
+        assert r["budget"]["updates"] == found["updates"] and r["updates"] == found["updates"], r
+        reused[d.name] = r.get("reused")
+    # the Transformer's budget run is its run at that budget; the DeFINE arm at n=d/2 had none
+    assert reused[f"transformer_d{QUICK['widths'][0]}"].endswith(f"_{found['updates']}.pt"), reused
+    assert [v for v in reused.values() if v is None] and len(reused) == 2, reused
     assert "--jobs 2: 2 arms at a time" in first
 
 
