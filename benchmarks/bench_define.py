@@ -24,16 +24,26 @@ import argparse
 import platform
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from torch.utils import benchmark
 
 import fairseq_define  # noqa: F401
-from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineOptions, DefineUnit, build_schedule
+from fairseq_define.modules import (
+    AuthorsDefineUnit,
+    DefineConfig,
+    DefineEmbedding,
+    DefineOptions,
+    DefineUnit,
+    build_authors_schedule,
+    build_schedule,
+)
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
 
 DATA_ROOT = None  # --data-root
@@ -86,36 +96,82 @@ def unit_flops(unit, tokens):
     return 2 * 3 * tokens * weights
 
 
-def bench_unit(device, dtype, min_run_time):
-    print("\n1. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size")
-    shapes = [  # (label, n, k, m, N)
-        ("NMT n=128 k=1024 m=512 N=3", 128, 1024, 512, 3),
-        ("LSTM n=384 k=1024 m=384 N=7", 384, 1024, 384, 7),
-        ("TXL 384(from n=128) k=4096 m=384 N=3", 384, 4096, 384, 3),
-    ]
-    tokens = 8192
-    print(f"{'shape':<38} {'unit tokens/s':>14} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} {'fraction':>9}")
-    for label, n, k, m, depth in shapes:
-        unit = DefineUnit(build_schedule(n, k, depth, m, "define")).to(device, dtype)
-        x = torch.randn(tokens, n, device=device, dtype=dtype, requires_grad=True)
+UNIT_SHAPES = [  # (label, n, k, m, N): the paper's three units
+    ("NMT n=128 k=1024 m=512 N=3", 128, 1024, 512, 3),
+    ("LSTM n=384 k=1024 m=384 N=7", 384, 1024, 384, 7),
+    ("TXL 384(from n=128) k=4096 m=384 N=3", 384, 4096, 384, 3),
+]
 
-        def step_unit():
-            unit(x).sum().backward()
 
-        # the matmul reference: [T, k/2] x [k/2, k/2] (a square layer of the unit's mean width)
-        w = k // 2
-        a = torch.randn(tokens, w, device=device, dtype=dtype, requires_grad=True)
-        b = torch.randn(w, w, device=device, dtype=dtype, requires_grad=True)
+def build_style_unit(style, n, k, m, depth):
+    if style == "authors":
+        return AuthorsDefineUnit(build_authors_schedule(n, k, depth, m))
+    return DefineUnit(build_schedule(n, k, depth, m, "define"))
 
-        def step_mm():
-            torch.matmul(a, b).sum().backward()
 
-        # the unit's time varies by +-15% between runs on a CPU: medians of 5 alternating rounds
-        times = interleaved({"unit": step_unit, "mm": step_mm}, rounds=5, min_run_time=min_run_time / 2)
-        t_unit, t_mm = times["unit"], times["mm"]
-        rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
-        rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
-        print(f"{label:<38} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} {rate_unit / rate_mm:>9.2f}")
+def bench_unit(device, dtype, min_run_time, tokens=8192):
+    print(f"\n1a. DeFINE unit fwd+bwd ({tokens} tokens) vs torch.matmul fwd+bwd of comparable size (target >= 0.75)")
+    print(f"{'style':<8} {'shape':<38} {'unit tokens/s':>14} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} {'fraction':>9}")
+    for style in ("paper", "authors"):
+        for label, n, k, m, depth in UNIT_SHAPES:
+            unit = build_style_unit(style, n, k, m, depth).to(device, dtype)
+            x = torch.randn(tokens, n, device=device, dtype=dtype, requires_grad=True)
+
+            def step_unit():
+                unit(x).sum().backward()
+
+            # the matmul reference: [T, k/2] x [k/2, k/2] (a square layer of the unit's mean width)
+            w = k // 2
+            a = torch.randn(tokens, w, device=device, dtype=dtype, requires_grad=True)
+            b = torch.randn(w, w, device=device, dtype=dtype, requires_grad=True)
+
+            def step_mm():
+                torch.matmul(a, b).sum().backward()
+
+            # the unit's time varies by +-15% between runs on a CPU: medians of 5 alternating rounds
+            times = interleaved({"unit": step_unit, "mm": step_mm}, rounds=5, min_run_time=min_run_time / 2)
+            t_unit, t_mm = times["unit"], times["mm"]
+            rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
+            rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
+            print(f"{style:<8} {label:<38} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} "
+                  f"{rate_unit / rate_mm:>9.2f}")
+
+
+def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):
+    """Our authors-style embedding (map + unit, the unique-token path) against the authors'
+    own computation of it (benchmarks/their_define_unit.py, written from reading their code),
+    same weights, same tokens of real text."""
+    from their_define_unit import TheirDefineEmbedding
+
+    print(f"\n1b. authors-style DeFINE embedding (map + unit) fwd+bwd, {rows}x{length} tokens of real text: ours / the "
+          "authors' code's computation (benchmarks/their_define_unit.py; target <= 0.50)")
+    cases = [(UNIT_SHAPES[0], ("wmt-news-proxy", "train.en"), 32000), (UNIT_SHAPES[1], ("ptb", "ptb.train.txt"), 10000)]
+    for (label, n, k, m, depth), source, vocab in cases:
+        cfg = DefineConfig(define_style="authors", define_map_dim=n, define_expand_dim=k, define_depth=depth,
+                           define_max_groups=None)
+        torch.manual_seed(0)
+        ours = {path: DefineEmbedding(DefineOptions.from_config(replace(cfg, define_token_path=path)), vocab, 1, m)
+                for path in ("unique", "plain")}
+        ours["plain"].load_state_dict(ours["unique"].state_dict())
+        theirs = TheirDefineEmbedding.from_ours(ours["unique"])
+        models = {"theirs": theirs, "ours": ours["unique"], "ours-plain": ours["plain"]}
+        models = {name: mod.to(device=device, dtype=dtype).train() for name, mod in models.items()}
+        tokens = real_token_ids(corpus(*source), vocab, rows, length).to(device)
+        with torch.no_grad():
+            torch.testing.assert_close(models["ours"](tokens), models["theirs"](tokens), rtol=1e-4, atol=1e-4)
+
+        def make_step(mod):
+            def step():
+                mod(tokens).sum().backward()
+
+            return step
+
+        times = interleaved({name: make_step(mod) for name, mod in models.items()}, rounds=5,
+                            min_run_time=min_run_time / 2)
+        unique = tokens.unique().numel()
+        print(f"  {label} ({vocab} vocab, {unique} distinct of {tokens.numel()} tokens): theirs "
+              f"{times['theirs'] * 1e3:.1f} ms, ours {times['ours'] * 1e3:.1f} ms, ratio {times['ours'] / times['theirs']:.3f}; "
+              f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}")
 
 
 def build_nmt_variants(layers):
@@ -283,6 +339,7 @@ def main():
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")
     if args.only in (None, 1):
         bench_unit(args.device, dtype, args.min_run_time)
+        bench_vs_authors(args.device, dtype, args.min_run_time)
     if args.only in (None, 2):
         rows, length = (int(v) for v in args.nmt_batch.split("x"))
         bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)

@@ -39,21 +39,29 @@ class GroupLinear(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x):
+        # the bias rides in the matmul (addmm / baddbmm): a separate add is one more pass
+        # over the output, as slow as a grouped layer's whole matmul at the unit's widths
         lead = x.shape[:-1]
         if self.groups == 1:
-            y = torch.matmul(x, self.weight[0])  # [*, out]
-        else:
-            g = self.groups
-            x = x.reshape(-1, g, self.in_features // g).transpose(0, 1)  # [g, T, in/g]
-            y = torch.bmm(x, self.weight)  # [g, T, out/g]
-            if self.shuffle:
-                y = y.permute(1, 2, 0)  # [T, out/g, g]: feature j of every group side by side
+            x = x.reshape(-1, self.in_features)  # [T, in]
+            if self.bias is None:
+                y = torch.mm(x, self.weight[0])  # [T, out]
             else:
-                y = y.transpose(0, 1)  # [T, g, out/g]
-            y = y.reshape(*lead, self.out_features)
-        if self.bias is not None:
-            y = y + self.bias
-        return y
+                y = torch.addmm(self.bias, x, self.weight[0])  # [T, out]
+            return y.reshape(*lead, self.out_features)
+        g = self.groups
+        x = x.reshape(-1, g, self.in_features // g).transpose(0, 1)  # [g, T, in/g]
+        if self.bias is None:
+            y = torch.bmm(x, self.weight)  # [g, T, out/g]
+        elif self.shuffle:  # output feature j*g + i is feature j of group i
+            y = torch.baddbmm(self.bias.view(-1, g).t().unsqueeze(1), x, self.weight)  # [g, T, out/g]
+        else:
+            y = torch.baddbmm(self.bias.view(g, 1, -1), x, self.weight)  # [g, T, out/g]
+        if self.shuffle:
+            y = y.permute(1, 2, 0)  # [T, out/g, g]: feature j of every group side by side
+        else:
+            y = y.transpose(0, 1)  # [T, g, out/g]
+        return y.reshape(*lead, self.out_features)
 
     def extra_repr(self):
         return (

@@ -1,0 +1,51 @@
+"""The benchmarks' version of the authors' DeFINE embedding (benchmarks/their_define_unit.py,
+the speed reference of benchmark 1) computes what the package's authors-style embedding
+computes, with the same weights: otherwise benchmark 1 would time a different function."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from fairseq_define.modules import DefineEmbedding
+
+from .conftest import ROOT, define_options
+
+
+def load_reference():
+    spec = importlib.util.spec_from_file_location("their_define_unit", ROOT / "benchmarks" / "their_define_unit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# (n, k, N, m): the two shapes of benchmark 1's comparison (NMT; n = m = 384, N = 7), small ones
+@pytest.mark.parametrize("shape", [(128, 1024, 3, 512), (384, 1024, 7, 384), (16, 64, 3, 32), (32, 128, 4, 64)])
+@pytest.mark.parametrize("activation", ["swish", "gelu"])
+def test_reference_equals_the_authors_style_embedding(shape, activation):
+    n, k, N, m = shape
+    torch.manual_seed(sum(shape))
+    ours = DefineEmbedding(define_options(define_style="authors", define_max_groups=None, define_map_dim=n,
+                                          define_expand_dim=k, define_depth=N, define_activation=activation),
+                           200, 1, m).eval()
+    with torch.no_grad():  # biases and affines away from their init, so that each is checked
+        for p in ours.unit.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    theirs = load_reference().TheirDefineEmbedding.from_ours(ours).eval()
+    tokens = torch.randint(0, 200, (3, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(tokens), ours(tokens), rtol=1e-5, atol=1e-5)
+
+
+def test_reference_gradients_equal_ours():
+    torch.manual_seed(0)
+    ours = DefineEmbedding(define_options(define_style="authors", define_max_groups=None,
+                                          define_unit_grad_scale=1.0, define_unit_centring="none"), 50, 1, 32)
+    theirs = load_reference().TheirDefineEmbedding.from_ours(ours)
+    tokens = torch.randint(0, 50, (2, 5))
+    ours(tokens).square().sum().backward()
+    theirs(tokens).square().sum().backward()
+    torch.testing.assert_close(theirs.map.weight.grad, ours.map.weight.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(theirs.output_layer.weight.grad, ours.unit.output_layer.transform.weight.grad[0].t(),
+                               rtol=1e-4, atol=1e-5)
