@@ -1,15 +1,22 @@
 """DeFINE performance, measured side by side in one process (docs/benchmarks.md, benchmarks 1-4).
 
     .venv/bin/python benchmarks/bench_define.py            # all four, CPU float32
+    .venv/bin/python benchmarks/bench_define.py --only 2 --compile
     .venv/bin/python benchmarks/bench_define.py --only 1 --device cuda --dtype bfloat16
 
-1. unit: DeFINE unit forward+backward at the paper's shapes, as a fraction of the FLOP rate
-   of torch.matmul forward+backward of comparable size on the same device (target >= 0.85).
+1a. unit: the DeFINE unit of each style (paper, authors) forward+backward at the paper's three
+    shapes, as a fraction of the FLOP rate of torch.matmul forward+backward of comparable size
+    on the same device (target >= 0.75).
+1b. against the authors' code: the authors-style embedding (map + unit) forward+backward on
+    8192 tokens of real text against the authors' own computation of it
+    (benchmarks/their_define_unit.py, written from reading their code; not in the package),
+    same weights (target <= 0.50 of their time).
 2. train: training step (forward+backward) of define_transformer_wmt_en_de, the AWD-LSTM and
    the Transformer-XL with DeFINE against the same model with a projective map at equal n
-   (target overhead <= 3%), and the unique-token path's gain, on batches of real text
-   (WMT news, PTB, WikiText-2 from the data root, --data-root or $FAIRSEQ_DEFINE_DATA:
-   run_scripts/corpora.py; words as ids in frequency order, so a
+   (target overhead <= 3%), at the paper's per-device batch and the CPU recipes' smaller one,
+   with the unique-token path's gain (and with --compile, the units under torch.compile), on
+   batches of real text (WMT news, PTB, WikiText-2 from the data root, --data-root or
+   $FAIRSEQ_DEFINE_DATA: run_scripts/corpora.py; words as ids in frequency order, so a
    batch repeats tokens as text does).
 3. inference: an embedding lookup through cached DeFINE tables against a plain embedding
    table of the same size, and a whole LSTM LM forward (eval-lm's work) with a cached
@@ -21,8 +28,10 @@ Every ratio is printed with the machine it ran on.
 """
 
 import argparse
+import copy
 import platform
 import sys
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -137,7 +146,7 @@ def bench_unit(device, dtype, min_run_time, tokens=8192):
                   f"{rate_unit / rate_mm:>9.2f}")
 
 
-def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):
+def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 tokens
     """Our authors-style embedding (map + unit, the unique-token path) against the authors'
     own computation of it (benchmarks/their_define_unit.py, written from reading their code),
     same weights, same tokens of real text."""
@@ -194,31 +203,54 @@ def build_nmt_variants(layers):
 
 def report(times, tokens, base="projective"):
     for name, t in times.items():
-        print(f"  {name:<14} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}")
+        print(f"  {name:<16} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}")
     if "define-plain" in times:
         print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
 
 
-def bench_train(device, dtype, min_run_time, layers, rows, length):
-    print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K vocabulary, "
-          f"{rows}x{length} source and target tokens of WMT news text")
-    src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
-    prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
-    lengths = torch.full((rows,), length, device=device)
+def compile_units(model, step) -> float:
+    """``torch.compile`` the DeFINE units of ``model`` (dynamic shapes: the unique-token path
+    gives each batch its own number of rows); returns the seconds of the first ``step``,
+    which compiles."""
+    for module in model.modules():
+        if isinstance(module, DefineEmbedding) and module.unit is not None:
+            module.unit.compile(dynamic=True)
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
+    """Median step time of every variant in alternating rounds; with ``compile_unit`` a copy
+    of the define variant with its units compiled joins them (its compile time printed)."""
+    steps = {name: make_step(m) for name, m in models.items()}
+    if compile_unit:
+        compiled = copy.deepcopy(models["define"])
+        steps["define-compiled"] = make_step(compiled)
+        print(f"  torch.compile of the units (dynamic shapes): first step {compile_units(compiled, steps['define-compiled']):.0f} s")
+    return interleaved(steps, rounds=rounds, min_run_time=min_run_time)
+
+
+def bench_train(device, dtype, min_run_time, layers, batches, compile_unit):
     models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers).items()}
+    for rows, length in batches:
+        print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K "
+              f"vocabulary, {rows}x{length} source and target tokens of WMT news text")
+        src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
+        prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
+        lengths = torch.full((rows,), length, device=device)
 
-    def make_step(model):
-        model.train()
+        def make_step(model):
+            model.train()
 
-        def step():
-            out, _ = model(src, lengths, prev)
-            out.float().logsumexp(-1).sum().backward()
+            def step():
+                out, _ = model(src, lengths, prev)
+                out.float().logsumexp(-1).sum().backward()
 
-        return step
+            return step
 
-    # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
-    times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=9, min_run_time=min_run_time / 4)
-    report(times, rows * length)
+        # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
+        report(timed_variants(models, make_step, 9, min_run_time / 4, compile_unit), rows * length)
 
 
 def build_lm(arch, vocab, extra=()):
@@ -234,42 +266,44 @@ def build_lm(arch, vocab, extra=()):
     return build_model(args, VocabularyOnlyTask(d, d))
 
 
-def lm_variants(txl_layers):
-    """(label, (data set, file), vocabulary, batch x length, {variant: (arch, extra flags)}): equal n in each row."""
+def lm_variants(txl_layers, batch=None):
+    """(label, (data set, file), vocabulary, [batch x length, ...], {variant: (arch, extra flags)}): equal n in
+    each row; the batches: the paper's per device, then the small one of the CPU recipes where it differs."""
     txl = ["--decoder-layers", str(txl_layers)]
-    return [
-        ("AWD-LSTM (Table 1c sizes), PTB", ("ptb", "ptb.train.txt"), 10000, (20, 70), {
+    rows = [
+        ("AWD-LSTM (Table 1c sizes), PTB", ("ptb", "ptb.train.txt"), 10000, [(20, 70)], {
             "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
             "define": ("define_awd_lstm_ptb_define", []),
             "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
         }),
         (f"Transformer-XL n=128 (Table 2 sizes, {txl_layers} of 16 layers), WT-103 vocabulary, WikiText-2 text",
-         ("wikitext-2", "wiki.train.tokens"), 267735, (8, 64), {
+         ("wikitext-2", "wiki.train.tokens"), 267735, [(15, 150), (8, 64)], {
             "projective": ("define_txl_wt103_projective_n128", txl),
             "define": ("define_txl_wt103_define_n128", txl),
             "define-plain": ("define_txl_wt103_define_n128", [*txl, "--define-token-path", "plain"]),
         }),
     ]
+    return [(label, source, vocab, [batch] if batch else batches, v) for label, source, vocab, batches, v in rows]
 
 
-def bench_lm_train(device, dtype, min_run_time, txl_layers):
-    for label, source, vocab, (B, T), variants in lm_variants(txl_layers):
-        print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
-        tokens = real_token_ids(corpus(*source), vocab, B, T + 1).to(device)
-
-        def make_step(model):
-            model.train()
-            softmax = model.decoder.adaptive_softmax
-
-            def step():
-                x, _ = model(tokens[:, :-1])
-                softmax.target_log_prob(x.reshape(-1, x.size(-1)), tokens[:, 1:].reshape(-1)).sum().backward()
-
-            return step
-
+def bench_lm_train(device, dtype, min_run_time, txl_layers, compile_unit, batch=None):
+    for label, source, vocab, batches, variants in lm_variants(txl_layers, batch):
         models = {name: build_lm(arch, vocab, extra).to(device=device, dtype=dtype) for name, (arch, extra) in variants.items()}
-        times = interleaved({name: make_step(m) for name, m in models.items()}, rounds=5, min_run_time=min_run_time / 4)
-        report(times, B * T)
+        for B, T in batches:
+            print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
+            tokens = real_token_ids(corpus(*source), vocab, B, T + 1).to(device)
+
+            def make_step(model):
+                model.train()
+                softmax = model.decoder.adaptive_softmax
+
+                def step():
+                    x, _ = model(tokens[:, :-1])
+                    softmax.target_log_prob(x.reshape(-1, x.size(-1)), tokens[:, 1:].reshape(-1)).sum().backward()
+
+                return step
+
+            report(timed_variants(models, make_step, 5, min_run_time / 4, compile_unit), B * T)
 
 
 def inference_report(t, tokens):
@@ -328,22 +362,30 @@ def main():
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
     parser.add_argument("--nmt-layers", type=int, default=6, help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)")
     parser.add_argument("--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)")
-    parser.add_argument("--nmt-batch", default="32x64", help="benchmark 2's NMT batch, sentences x tokens per side")
+    parser.add_argument("--nmt-batch", default="64x64 32x64", help="benchmark 2's NMT batches, sentences x tokens per side "
+                        "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
+    parser.add_argument("--compile", action="store_true", help="benchmark 2 also times the define variant with its units "
+                        "under torch.compile (dynamic shapes), and prints the compile time")
+    parser.add_argument("--quick", action="store_true", help="a check that the benchmarks run: tiny batches, one "
+                        "layer, short timings (tests/test_benchmarks.py); its numbers mean nothing")
     parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
                                             "locations of run_scripts/corpora.py)")
     args = parser.parse_args()
+    quick = dict(tokens=256, rows=4, length=64, lm_batch=(2, 16)) if args.quick else {}
+    if args.quick:
+        args.min_run_time, args.nmt_layers, args.txl_layers, args.nmt_batch = 0.02, 1, 1, "4x16"
     global DATA_ROOT
     DATA_ROOT = args.data_root
     dtype = getattr(torch, args.dtype)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")
     if args.only in (None, 1):
-        bench_unit(args.device, dtype, args.min_run_time)
-        bench_vs_authors(args.device, dtype, args.min_run_time)
+        bench_unit(args.device, dtype, args.min_run_time, **({"tokens": quick["tokens"]} if quick else {}))
+        bench_vs_authors(args.device, dtype, args.min_run_time, **({"rows": quick["rows"], "length": quick["length"]} if quick else {}))
     if args.only in (None, 2):
-        rows, length = (int(v) for v in args.nmt_batch.split("x"))
-        bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)
-        bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers)
+        batches = [tuple(int(v) for v in b.split("x")) for b in args.nmt_batch.split()]
+        bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, batches, args.compile)
+        bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers, args.compile, quick.get("lm_batch"))
     if args.only in (None, 3):
         bench_inference(args.device, dtype, args.min_run_time)
         bench_lm_inference(args.device, dtype, args.min_run_time)

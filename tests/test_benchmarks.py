@@ -1,15 +1,17 @@
-"""The benchmarks' version of the authors' DeFINE embedding (benchmarks/their_define_unit.py,
-the speed reference of benchmark 1) computes what the package's authors-style embedding
-computes, with the same weights: otherwise benchmark 1 would time a different function."""
+"""benchmarks/: the version of the authors' DeFINE embedding that benchmark 1b times
+(benchmarks/their_define_unit.py) computes what the package's authors-style embedding computes,
+with the same weights (otherwise 1b would time a different function); and bench_define.py's
+quick mode runs every benchmark, so the script keeps working."""
 
 import importlib.util
+import sys
 
 import pytest
 import torch
 
 from fairseq_define.modules import DefineEmbedding
 
-from .conftest import ROOT, define_options
+from .conftest import ROOT, define_options, run_cli
 
 
 def load_reference():
@@ -49,3 +51,17 @@ def test_reference_gradients_equal_ours():
     torch.testing.assert_close(theirs.map.weight.grad, ours.map.weight.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(theirs.output_layer.weight.grad, ours.unit.output_layer.transform.weight.grad[0].t(),
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cli
+def test_every_benchmark_runs_in_quick_mode(shared_data):
+    out = run_cli(sys.executable, ROOT / "benchmarks" / "bench_define.py", "--quick", "--data-root", shared_data,
+                  env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}).stdout
+    assert out.startswith("machine: ") or "\nmachine: " in out
+    for heading in ("1a. DeFINE unit", "1b. authors-style", "2. training step", "3. embedding lookup",
+                    "3. LM forward at inference", "4. parameters"):
+        assert heading in out, heading
+    # 1a: both styles at the three shapes; 2: three families, each with the unique-token gain
+    assert sum(line.startswith(("paper ", "authors ")) for line in out.splitlines()) == 6
+    assert out.count("unique-token path gain") == 3
+    assert out.count("every token through the unit (same work as theirs): ratio") == 2
