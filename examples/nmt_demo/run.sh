@@ -2,8 +2,9 @@
 # DeFINE Transformer NMT demo: English -> German on real text, end to end on a CPU.
 #
 #   Command:   make demo            (or: bash examples/nmt_demo/run.sh [options])
-#   Hardware:  2 CPU cores, no GPU; under 10 minutes in all (1000 updates, about 6 minutes of
-#              training here; an 8-minute cap stops slower machines early and says so).
+#   Hardware:  2 CPU cores, no GPU; under 10 minutes in all (1000 updates of the DeFINE model
+#              and 1000 of its baseline; a 4-minute cap per model stops slower machines early
+#              and says so).
 #   Expected:  sacreBLEU on 502 held-out Tatoeba sentences about 8, well above copying the source
 #              (README "Quick start" shows what this printed here), and the parameter
 #              distribution of define_transformer_tiny next to the same-size Transformer.
@@ -12,8 +13,9 @@
 #              scale, not a reproduction (run_scripts/ holds the paper recipes).
 #
 # Pipeline: split -> sacremoses tokenization -> subword-nmt joint BPE -> fairseq-preprocess
-# -> fairseq-train (define_transformer_tiny, 1000 updates) -> fairseq-generate (beam 4, lenpen 0.6)
-# -> detokenize -> sacreBLEU against the untokenized references.
+# -> fairseq-train (define_transformer_tiny, 1000 updates; then fairseq's transformer at the
+# same sizes, the baseline) -> fairseq-generate (beam 4, lenpen 0.6) -> detokenize -> sacreBLEU
+# and chrF against the untokenized references.
 #
 # Your own data: --src-file/--tgt-file (line-aligned, untokenized), split here; or
 # --train/--valid/--test PREFIX (PREFIX.$SRC and PREFIX.$TGT files); --also-test PREFIX
@@ -28,8 +30,9 @@ TGT_FILE="$ROOT/examples/data/tatoeba_de_en/tatoeba.de.gz"
 TRAIN="" VALID="" TEST=""
 ALSO_TEST=()
 WORKDIR="$ROOT/work/nmt_demo"
-MINUTES=8
+MINUTES=4
 UPDATES=1000
+BASELINE=1
 BPE_OPS=4000
 ARCH=define_transformer_tiny
 EXTRA_TRAIN_ARGS=()
@@ -45,8 +48,11 @@ Options:
   --workdir DIR                 outputs (default work/nmt_demo); reruns reuse tokenization and
                                 BPE when their inputs are unchanged, and redo them otherwise
   --updates U                   training updates (default 1000, about 6 min here)
-  --minutes M                   training time cap (default 8; 0: none); a run it cuts short
-                                is reported as such
+  --minutes M                   training time cap per model (default 4; 0: none); a run it
+                                cuts short is reported as such
+  --no-baseline                 do not train the baseline (fairseq's transformer at the same
+                                sizes, with the same recipe and the -- ARGS that are not
+                                --define-* settings)
   --bpe-ops N                   joint BPE merges (default 4000)
   --arch A                      architecture (default define_transformer_tiny)
   -- ARGS                       extra fairseq-train arguments
@@ -68,6 +74,7 @@ while [[ $# -gt 0 ]]; do
     --updates) UPDATES="$2"; shift 2 ;;
     --bpe-ops) BPE_OPS="$2"; shift 2 ;;
     --arch) ARCH="$2"; shift 2 ;;
+    --no-baseline) BASELINE=0; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; EXTRA_TRAIN_ARGS=("$@"); break ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -156,45 +163,83 @@ fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
 VOCAB=$(( $(wc -l < "$BIN/dict.$SRC.txt") + 4 ))
 echo "  joined vocabulary: $VOCAB types"
 
+# train_model ARCH SAVE_DIR LOG [ARGS...]: the demo's recipe (the same for the baseline);
+# sets UPDATES_DONE and CUT (a warning when the time cap stopped training early)
+train_model() {
+  local arch=$1 save=$2 log=$3; shift 3
+  local stop=()
+  ((MINUTES > 0)) && stop=(--stop-time-hours "$(python -c "print($MINUTES / 60)")")
+  rm -rf "$save"  # a fresh run each time: the result should not depend on earlier runs
+  fairseq-train "$BIN" --user-dir "$ROOT/fairseq_define" --arch "$arch" \
+    --task translation --source-lang "$SRC" --target-lang "$TGT" --share-all-embeddings \
+    --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 \
+    --lr 1.5e-3 --lr-scheduler inverse_sqrt --warmup-updates 200 \
+    --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 \
+    --max-tokens 2048 --max-update "$UPDATES" "${stop[@]}" \
+    --save-dir "$save" --no-epoch-checkpoints --seed 1 --cpu \
+    --log-format simple --log-interval 20 "$@" 2>&1 | tee "$log" | \
+    grep --line-buffered -E "\| (train_inner|train|valid) \||parameters \(paper|done training" | \
+    sed -u -E 's/^[0-9-]+ [0-9:]+ \| INFO \| //' || true
+  [[ -s "$save/checkpoint_best.pt" ]] || die "training wrote no checkpoint; see $log"
+  UPDATES_DONE=$(grep -oE "num_updates [0-9]+" "$log" | tail -1 | cut -d' ' -f2)
+  CUT=""
+  if (( ${UPDATES_DONE:-0} < UPDATES )); then
+    CUT="WARNING: the ${MINUTES}-minute cap stopped training $arch at $UPDATES_DONE of $UPDATES updates, so its BLEU is below what the full run gives; rerun with --minutes 0 (no cap)"
+    echo "  $CUT" >&2
+  fi
+}
+
+# translate_and_score NAME SAVE_DIR: beam search on every test split, detokenized sacreBLEU
+# and chrF into BLEU[NAME/split] and CHRF[NAME/split]
+declare -A BLEU CHRF COPY
+translate_and_score() {
+  local name=$1 save=$2 split
+  for split in "${TEST_SPLITS[@]}"; do
+    fairseq-generate "$BIN" --user-dir "$ROOT/fairseq_define" --path "$save/checkpoint_best.pt" \
+      --gen-subset "$split" --beam 4 --lenpen 0.6 --max-tokens 4096 --remove-bpe --cpu \
+      > "$WORKDIR/generate.$name.$split.log" 2> "$WORKDIR/generate.$name.$split.err" \
+      || die "fairseq-generate failed; see $WORKDIR/generate.$name.$split.err"
+    grep '^H-' "$WORKDIR/generate.$name.$split.log" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
+      | sacremoses -l "$TGT" -j 2 detokenize > "$WORKDIR/$name.$split.hyp.$TGT"
+    [[ $(wc -l < "$WORKDIR/$name.$split.hyp.$TGT") == $(wc -l < "$RAW/$split.$TGT") ]] \
+      || die "fairseq-generate returned fewer hypotheses than $split sentences; see $WORKDIR/generate.$name.$split.log"
+    BLEU[$name/$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$name.$split.hyp.$TGT" -m bleu -b -w 2)
+    CHRF[$name/$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$name.$split.hyp.$TGT" -m chrf -b -w 2)
+  done
+}
+
 step "4/7 train $ARCH: $UPDATES updates$( ((MINUTES > 0)) && echo ", at most $MINUTES minutes") (fairseq-train)"
-STOP_ARGS=()
-((MINUTES > 0)) && STOP_ARGS=(--stop-time-hours "$(python -c "print($MINUTES / 60)")")
-rm -rf "$CKPT"  # a fresh run each time: the result should not depend on earlier runs
-fairseq-train "$BIN" --user-dir "$ROOT/fairseq_define" --arch "$ARCH" \
-  --task translation --source-lang "$SRC" --target-lang "$TGT" --share-all-embeddings \
-  --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 \
-  --lr 1.5e-3 --lr-scheduler inverse_sqrt --warmup-updates 200 \
-  --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 \
-  --max-tokens 2048 --max-update "$UPDATES" "${STOP_ARGS[@]}" \
-  --save-dir "$CKPT" --no-epoch-checkpoints --seed 1 --cpu \
-  --log-format simple --log-interval 20 "${EXTRA_TRAIN_ARGS[@]}" 2>&1 | tee "$WORKDIR/train.log" | \
-  grep --line-buffered -E "\| (train_inner|train|valid) \||parameters \(paper|done training" | \
-  sed -u -E 's/^[0-9-]+ [0-9:]+ \| INFO \| //' || true
-[[ -s "$CKPT/checkpoint_best.pt" ]] || die "training wrote no checkpoint; see $WORKDIR/train.log"
-UPDATES_DONE=$(grep -oE "num_updates [0-9]+" "$WORKDIR/train.log" | tail -1 | cut -d' ' -f2)
-CUT=""
-if (( ${UPDATES_DONE:-0} < UPDATES )); then
-  CUT="WARNING: the ${MINUTES}-minute cap stopped training at $UPDATES_DONE of $UPDATES updates, so BLEU is below what the full run gives; rerun with --minutes 0 (no cap)"
-  echo "  $CUT" >&2
+train_model "$ARCH" "$CKPT" "$WORKDIR/train.log" "${EXTRA_TRAIN_ARGS[@]}"
+DONE_MAIN=$UPDATES_DONE CUT_MAIN=$CUT
+
+# the baseline: fairseq's transformer at the trained model's sizes, with the -- ARGS that are
+# not DeFINE settings
+python - "$CKPT/checkpoint_best.pt" > "$WORKDIR/baseline.args" <<'PY' || die "reading the model's sizes failed"
+import sys
+from fairseq import checkpoint_utils
+from fairseq_define.tools.params import same_size_flags
+
+print("\n".join(same_size_flags(checkpoint_utils.safe_torch_load(sys.argv[1], map_location="cpu")["cfg"]["model"])))
+PY
+mapfile -t BASE_ARGS < "$WORKDIR/baseline.args"
+skip_value=0
+for a in "${EXTRA_TRAIN_ARGS[@]}"; do
+  if [[ "$a" == --define-* ]]; then skip_value=1; continue; fi
+  if ((skip_value)) && [[ "$a" != --* ]]; then skip_value=0; continue; fi
+  skip_value=0; BASE_ARGS+=("$a")
+done
+if ((BASELINE)); then
+  step "5/7 train the baseline, fairseq's transformer at the same sizes, with the same recipe"
+  train_model transformer "$WORKDIR/checkpoints_transformer" "$WORKDIR/train_transformer.log" "${BASE_ARGS[@]}"
+  DONE_BASE=$UPDATES_DONE CUT_BASE=$CUT
+else
+  step "5/7 baseline skipped (--no-baseline)"
 fi
 
-step "5/7 translate the test set$( ((${#TEST_SPLITS[@]} > 1)) && echo "s") (fairseq-generate, beam 4, lenpen 0.6)"
+step "6/7 translate the test set$( ((${#TEST_SPLITS[@]} > 1)) && echo "s") (fairseq-generate, beam 4, lenpen 0.6) and score (sacreBLEU and chrF, detokenized, against the untokenized references)"
+translate_and_score main "$CKPT"
+if ((BASELINE)); then translate_and_score transformer "$WORKDIR/checkpoints_transformer"; fi
 for split in "${TEST_SPLITS[@]}"; do
-  fairseq-generate "$BIN" --user-dir "$ROOT/fairseq_define" --path "$CKPT/checkpoint_best.pt" \
-    --gen-subset "$split" --beam 4 --lenpen 0.6 --max-tokens 4096 --remove-bpe --cpu \
-    > "$WORKDIR/generate.$split.log" 2> "$WORKDIR/generate.$split.err" \
-    || die "fairseq-generate failed; see $WORKDIR/generate.$split.err"
-  grep '^H-' "$WORKDIR/generate.$split.log" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 \
-    | sacremoses -l "$TGT" -j 2 detokenize > "$WORKDIR/$split.hyp.$TGT"
-  [[ $(wc -l < "$WORKDIR/$split.hyp.$TGT") == $(wc -l < "$RAW/$split.$TGT") ]] \
-    || die "fairseq-generate returned fewer hypotheses than $split sentences; see $WORKDIR/generate.$split.log"
-done
-
-step "6/7 score (sacreBLEU and chrF, detokenized, against the untokenized references)"
-declare -A BLEU CHRF COPY
-for split in "${TEST_SPLITS[@]}"; do
-  BLEU[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$split.hyp.$TGT" -m bleu -b -w 2)
-  CHRF[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$WORKDIR/$split.hyp.$TGT" -m chrf -b -w 2)
   COPY[$split]=$(sacrebleu "$RAW/$split.$TGT" -i "$RAW/$split.$SRC" -b -w 2)
 done
 
@@ -223,11 +268,18 @@ echo "=================== DeFINE NMT demo: $SRC -> $TGT, $(wc -l < "$RAW/test.$S
 for split in "${TEST_SPLITS[@]}"; do
   label="$split"; [[ "$split" == test ]] || label="$split (${ALSO_TEST[$(( ${split#test} - 1 ))]##*/})"
   ((${#TEST_SPLITS[@]} > 1)) && echo "  $label, $(wc -l < "$RAW/$split.$SRC") sentences:"
-  printf "  %-44s sacreBLEU %6s  chrF %6s\n" "$ARCH ($UPDATES_DONE updates on CPU)" "${BLEU[$split]}" "${CHRF[$split]}"
-  printf "  %-44s sacreBLEU %6s\n" "copy the source sentence (baseline)" "${COPY[$split]}"
+  printf "  %-44s sacreBLEU %6s  chrF %6s\n" "$ARCH ($DONE_MAIN updates)" "${BLEU[main/$split]}" "${CHRF[main/$split]}"
+  if ((BASELINE)); then
+    printf "  %-44s sacreBLEU %6s  chrF %6s\n" "transformer, same sizes ($DONE_BASE updates)" \
+      "${BLEU[transformer/$split]}" "${CHRF[transformer/$split]}"
+  fi
+  printf "  %-44s sacreBLEU %6s\n" "copy the source sentence" "${COPY[$split]}"
 done
 echo "  parameters:"
 sed 's/^/    /' "$WORKDIR/params.txt"
-[[ -z "$CUT" ]] || echo "  $CUT"
-python -c "import sys; b, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if b > c else 1)" "${BLEU[test]}" "${COPY[test]}" \
-  || die "BLEU ${BLEU[test]} is not above the copy baseline ${COPY[test]}: training failed to learn"
+[[ -z "$CUT_MAIN" ]] || echo "  $CUT_MAIN"
+[[ -z "${CUT_BASE:-}" ]] || echo "  $CUT_BASE"
+if (( UPDATES >= 1000 )); then  # a shorter run may not beat copying yet
+  python -c "import sys; b, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if b > c else 1)" "${BLEU[main/test]}" "${COPY[test]}" \
+    || die "BLEU ${BLEU[main/test]} is not above the copy baseline ${COPY[test]}: training failed to learn"
+fi
