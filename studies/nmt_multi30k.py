@@ -237,13 +237,21 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
     for b in budgets:
         lines.append(f"| {b} | " + " | ".join(f"{table[b][a.id]:.2f}" if a.id in table[b] else "-" for a in arms)
                      + f" | {' > '.join(ranking(table[b])) if b in complete else '-'} |")
-    lines += ["", f"The ranking stops changing at **{chosen} updates** (unchanged from there to {complete[-1]}); "
-              "the main study uses it unless --updates says otherwise."]
+    if chosen < complete[-1]:
+        verdict = (f"The ranking stops changing at **{chosen} updates** (unchanged from there to {complete[-1]}); "
+                   "the main study uses it unless --updates says otherwise.")
+    else:  # it changed between the last two budgets: no budget tried settles it
+        settled = [a for a in final if all(ranking(table[b]).index(a) == final.index(a) for b in complete)]
+        verdict = (f"The ranking changes up to the last budget tried, so none of them settles it; the main study "
+                   f"uses the largest, **{chosen} updates**, unless --updates says otherwise. "
+                   + (f"Places held at every budget: {', '.join(f'{a} ({final.index(a) + 1})' for a in settled)}; "
+                      "the other arms swap places." if settled else "No arm holds its place at every budget."))
+    lines += ["", verdict]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text(out_dir / "budget.md", "\n".join(lines) + "\n")
     write_text(workdir / "budget.json", json.dumps({"updates": chosen, "budgets": list(budgets),
                                                     "valid_bleu": {str(b): table[b] for b in budgets}}, indent=2) + "\n")
-    logger.info("budget: the ranking stops changing at %d updates (%s)", chosen, out_dir / "budget.md")
+    logger.info("budget: %d updates (%s)", chosen, out_dir / "budget.md")
     return chosen
 
 

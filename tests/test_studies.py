@@ -86,7 +86,11 @@ def test_nmt_quick_mode_finds_the_budget_and_trains_with_it(quick_run):
     assert found["budgets"] == list(QUICK["budgets"]) and found["updates"] in QUICK["budgets"]
     for budget in QUICK["budgets"]:  # every deciding arm scored at every budget
         assert len(found["valid_bleu"][str(budget)]) == 4, found
-    assert "stops changing at" in (work / "report" / "budget.md").read_text()
+    verdict = (work / "report" / "budget.md").read_text()
+    if found["updates"] < max(QUICK["budgets"]):
+        assert f"stops changing at **{found['updates']} updates**" in verdict
+    else:
+        assert "changes up to the last budget tried" in verdict
     reused = {}
     for d in arm_dirs(work):
         r = json.loads((d / "result.json").read_text())
@@ -172,3 +176,25 @@ def test_nmt_second_seeds_take_the_best_define_of_both_styles():
     results = {a.id: {"metrics": {"valid_bleu": best.get(a.id, 1.0)}} for a in arms}
     assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [
         "transformer_d128_s2", "define_authors_d128_n64_s2", "projective_d128_n32_s2"]
+
+
+@pytest.mark.parametrize("table, updates, words", [
+    # the DeFINE-like arms swap places up to the last budget: the largest is used, and it says so
+    ({1000: [27.6, 22.0, 21.6, 20.4], 2000: [32.5, 29.7, 27.4, 28.1], 3000: [34.6, 31.2, 31.0, 31.3],
+      4000: [36.0, 32.5, 33.3, 32.8]}, 4000, ["changes up to the last budget tried", "a0 (1)"]),
+    ({1000: [27.6, 22.0, 21.6, 20.4], 2000: [32.5, 29.7, 27.4, 28.1], 3000: [34.6, 31.2, 30.0, 30.3],
+      4000: [36.0, 32.5, 31.3, 31.8]}, 2000, ["stops changing at **2000 updates**"]),
+])
+def test_nmt_budget_is_where_the_ranking_settles(tmp_path, table, updates, words):
+    from studies import nmt_multi30k as nmt
+    from studies.common import Arm
+
+    arms = [Arm(f"a{i}", "f", "transformer", (), 128, 128) for i in range(4)]
+    for arm in arms:  # as the budget runs leave them
+        (tmp_path / "budget" / arm.id).mkdir(parents=True)
+        scores = {b: v[int(arm.id[1])] for b, v in table.items()}
+        (tmp_path / "budget" / arm.id / "budget.json").write_text(json.dumps({"valid_bleu": scores}))
+    assert nmt.find_budget(arms, sorted(table), tmp_path, tmp_path / "data", [], 1.0, tmp_path / "out") == updates
+    text = (tmp_path / "out" / "budget.md").read_text()
+    for w in words:
+        assert w in text, text
