@@ -199,7 +199,7 @@ def record_arm(run_dir: Path, study: str, arm: Arm, recipe: Sequence[str], budge
         "budget": asdict(budget),
         "params": arm_params(run_dir),
         "updates": parse_updates(lines),
-        "wall_minutes": round(float(wall.read_text()) / 60, 1) if wall.is_file() else None,
+        "wall_minutes": round(float(wall.read_text()) / 60, 2) if wall.is_file() else None,
         "valid_curve": {"metric": curve_metric, "points": curve},
         "metrics": metrics,
         **(extra or {}),
