@@ -265,7 +265,8 @@ def reuse_budget_run(arm: Arm, budget_dir: Path, run_dir: Path, updates: int) ->
     if (run_dir / "done").is_file() or not found or not (budget_dir / "train.log").is_file():
         return None
     kept, wall = [], None
-    for line in (budget_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines():
+    lines = (budget_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    for line in lines:
         done = parse_updates([line])
         if done is not None and done > updates:
             break
@@ -280,7 +281,7 @@ def reuse_budget_run(arm: Arm, budget_dir: Path, run_dir: Path, updates: int) ->
     write_text(run_dir / "train.log", "\n".join(kept) + "\n")
     total = budget_dir / WALL_FILE
     if wall is None and total.is_file():  # no progress line before UPDATES: the run's share of it
-        last = parse_updates((budget_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines())
+        last = parse_updates(lines)
         wall = float(total.read_text()) * updates / last if last else None
     if wall is not None:
         write_text(run_dir / WALL_FILE, f"{wall:.1f}\n")
