@@ -5,9 +5,10 @@ with the projective map (one Linear n -> d)?
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
   Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 3 second seeds (the deciding points),
-             2,500 updates an arm of 2,048 tokens (a 20-minute cap an arm, scaled with the budget): about 2 hours
-             (estimated: about 3 updates a second at d=128, 3+3 layers). --find-budget first
-             (4 arms to 4,000 updates, about 1 hour) finds the budget the main run then uses.
+             4,000 updates an arm of 2,048 tokens (the budget --find-budget found here; a 60-minute
+             cap an arm, scaled with the budget), two arms at a time (--jobs 2), one thread each:
+             31-37 minutes an arm at d = 128, TIME_MAIN in all. --find-budget first (4 arms to 4,000
+             updates, 65 minutes) finds the budget; its arms are not trained again.
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
              cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
              3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
@@ -15,11 +16,12 @@ with the projective map (one Linear n -> d)?
              the checkpoint at the last update translated with beam 4, lenpen 0.6
              (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
              second seeds) on val only; test sets only scored.
-  Arms:      transformer at d = 64, 128, 256; define_transformer at n = d/4, d/2 (k = 2d, N = 3)
-             with --define-style paper and authors; --define-transform projective at the same n.
-             --grid deciding (default): all widths of the Transformer, the DeFINE and projective
-             arms at d=128, a second seed for the Transformer and for the best (val BLEU)
-             DeFINE and projective arms at d=128. --grid full: every width.
+  Arms:      transformer at d = 64, 96, 128 (96: about the DeFINE arms' parameter count);
+             define_transformer at n = d/4, d/2 (k = 2d, N = 3) with --define-style paper and
+             authors; --define-transform projective at the same n. --grid deciding (default): the
+             three Transformers, the DeFINE and projective arms at d = 128, and a second seed for
+             the best (val BLEU) DeFINE and projective arms and for the Transformer nearest that
+             DeFINE arm in parameters. --grid full: every family at every width.
   Expected:  at this scale the plain Transformer may well lead: with the output tied at n, a
              small n costs the decoder more than DeFINE saves (800 updates: 17.6 BLEU at 1.92M
              vs DeFINE 12.6 at 1.63M vs projective 11.6 at 1.53M); DeFINE ahead of projective.
@@ -69,7 +71,7 @@ logger = logging.getLogger("studies.nmt_multi30k")
 
 WIDTHS = (64, 96, 128)  # 96: the Transformer at about the DeFINE arms' parameter count (d=128, n=32)
 DECIDING_WIDTH = 128
-UPDATES, MINUTES = 2500, 20  # the cap, for slower machines, scales with the budget
+UPDATES, MINUTES = 4000, 60  # the budget --find-budget found on 2 CPU cores (budget.md); the cap scales with it
 BPE_OPS = 8000
 BUDGETS = (1000, 2000, 3000, 4000)
 RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
@@ -108,11 +110,17 @@ def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
 
 
 def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
-    """Seed 2 for the points that decide the comparison, picked on val BLEU: the Transformer
-    at the deciding width and the best DeFINE and the best projective arm at that width."""
-    at_width = [a for a in arms if a.width == width]
-    return [a.with_seed(2) for a in best_per_family(at_width, results, ("Transformer", "DeFINE", "projective"),
-                                                    "valid_bleu", True)]
+    """Seed 2 for the points that decide the comparison, picked on val BLEU: the best DeFINE
+    and the best projective arm at the deciding width, and the Transformer (any width) whose
+    total parameters are nearest that DeFINE arm's, its rival at equal parameters."""
+    picks = best_per_family([a for a in arms if a.width == width], results, ("DeFINE", "projective"),
+                            "valid_bleu", True)
+    define = next((a for a in picks if a.family.startswith("DeFINE")), None)
+    rivals = [a for a in arms if a.family == "Transformer" and a.id in results]
+    if define is not None and rivals:
+        total = lambda a: results[a.id]["params"]["total"]  # noqa: E731
+        picks.insert(0, min(rivals, key=lambda a: abs(total(a) - total(define))))
+    return [a.with_seed(2) for a in picks]
 
 
 # ---------------------------------------------------------------------------- data
