@@ -4,11 +4,11 @@ with the projective map (one Linear n -> d)?
 
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
-  Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 3 second seeds (the deciding points),
-             4,000 updates an arm of 2,048 tokens (the budget --find-budget found here; a 60-minute
-             cap an arm, scaled with the budget), two arms at a time (--jobs 2), one thread each:
-             31-37 minutes an arm at d = 128, TIME_MAIN in all. --find-budget first (4 arms to 4,000
-             updates, 65 minutes) finds the budget; its arms are not trained again.
+  Hardware:  2 CPU cores, no GPU. Default grid: 7 arms + 2 second seeds, 3,000 updates an arm of
+             2,048 tokens (the budget --find-budget settles, budget.md; a 45-minute cap an arm,
+             scaled with the budget), two arms at a time (--jobs 2), one thread each: TIME_ARM
+             minutes an arm at d = 128, TIME_MAIN in all, --find-budget included (its 4 arms,
+             trained once to 3,000 updates and scored at each budget, are not trained again).
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
              cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
              3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
@@ -16,12 +16,11 @@ with the projective map (one Linear n -> d)?
              the checkpoint at the last update translated with beam 4, lenpen 0.6
              (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
              second seeds) on val only; test sets only scored.
-  Arms:      transformer at d = 64, 96, 128 (96: about the DeFINE arms' parameter count);
-             define_transformer at n = d/4, d/2 (k = 2d, N = 3) with --define-style paper and
-             authors; --define-transform projective at the same n. --grid deciding (default): the
-             three Transformers, the DeFINE and projective arms at d = 128, and a second seed for
-             the best (val BLEU) DeFINE and projective arms and for the Transformer nearest that
-             DeFINE arm in parameters. --grid full: every family at every width.
+  Arms:      --grid deciding (default): transformer at d = 96, 128 (around the DeFINE arms'
+             sizes); at d = 128 define_transformer at n = d/4, d/2 (k = 2d, N = 3) with
+             --define-style paper and authors, --define-transform projective at n = d/4; a second
+             seed for the best (val BLEU) DeFINE arm and the Transformer nearest it in parameters.
+             --grid full: every family at d = 64, 96, 128, projective at both n.
   Expected:  at this scale the plain Transformer may well lead: with the output tied at n, a
              small n costs the decoder more than DeFINE saves (800 updates: 17.6 BLEU at 1.92M
              vs DeFINE 12.6 at 1.63M vs projective 11.6 at 1.53M); DeFINE ahead of projective.
@@ -69,11 +68,14 @@ PROG = "python -m studies.nmt_multi30k"
 STUDY = "nmt_multi30k"
 logger = logging.getLogger("studies.nmt_multi30k")
 
-WIDTHS = (64, 96, 128)  # 96: the Transformer at about the DeFINE arms' parameter count (d=128, n=32)
+WIDTHS = (64, 96, 128)  # --grid full: every family at every width
 DECIDING_WIDTH = 128
-UPDATES, MINUTES = 4000, 60  # the budget --find-budget found on 2 CPU cores (budget.md); the cap scales with it
+# the deciding grid's Transformers: those around the DeFINE arms' parameter counts (d=128:
+# n=32 about 1.75M, n=64 about 2.0M; d=96 about 1.55M, d=128 2.4M); d=64 lies below them all
+DECIDING_TRANSFORMERS = (96, 128)
+UPDATES, MINUTES = 3000, 45  # the budget --find-budget settles on 2 CPU cores (budget.md); the cap scales with it
 BPE_OPS = 8000
-BUDGETS = (1000, 2000, 3000, 4000)
+BUDGETS = (1000, 2000, 3000)
 RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0", "--lr", "1.5e-3",
           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "400", "--criterion", "label_smoothed_cross_entropy",
@@ -92,34 +94,38 @@ def sizes(d: int, layers: int = 3, heads: int = 4) -> List[str]:
 
 
 def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
-    """The grid: per width the Transformer; DeFINE (both styles) and projective at n = d/4,
-    d/2 at every width (full) or at the deciding width only."""
+    """The grid. Full: at every width the Transformer, DeFINE (both styles) and projective at
+    n = d/4 and d/2. Deciding (the default, about two hours here): the Transformers around the
+    DeFINE arms' sizes and, at the deciding width, DeFINE (both styles) at n = d/4 and d/2 and
+    projective at n = d/4 (where DeFINE's map must do the most; d/2 in the full grid)."""
     k = len(sizes(0))
-    arms = [Arm(f"transformer_d{d}", "Transformer", "transformer", tuple(sizes(d)), d, d, sized=k) for d in widths]
+    deciding = DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]
+    plain = widths if full else [d for d in widths if d in DECIDING_TRANSFORMERS or d == deciding]
+    arms = [Arm(f"transformer_d{d}", "Transformer", "transformer", tuple(sizes(d)), d, d, sized=k) for d in plain]
     for d in widths:
-        if not full and d != (DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]):
+        if not full and d != deciding:
             continue
         for n in (d // 4, d // 2):
             for style in ("paper", "authors"):
                 arms.append(Arm(f"define_{style}_d{d}_n{n}", f"DeFINE ({style})", "define_transformer",
                                 (*sizes(d), "--define-map-dim", str(n), "--define-expand-dim", str(2 * d),
                                  "--define-depth", "3", "--define-style", style), d, n, sized=k))
-            arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
-                            (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n, sized=k))
+            if full or n == d // 4:
+                arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
+                                (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n,
+                                sized=k))
     return arms
 
 
 def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
-    """Seed 2 for the points that decide the comparison, picked on val BLEU: the best DeFINE
-    and the best projective arm at the deciding width, and the Transformer (any width) whose
-    total parameters are nearest that DeFINE arm's, its rival at equal parameters."""
-    picks = best_per_family([a for a in arms if a.width == width], results, ("DeFINE", "projective"),
-                            "valid_bleu", True)
-    define = next((a for a in picks if a.family.startswith("DeFINE")), None)
+    """Seed 2 for the two points that decide the comparison, picked on val BLEU: the best
+    DeFINE arm at the deciding width and the Transformer (any width) whose total parameters
+    are nearest its, its rival at equal parameters."""
+    picks = best_per_family([a for a in arms if a.width == width], results, ("DeFINE",), "valid_bleu", True)
     rivals = [a for a in arms if a.family == "Transformer" and a.id in results]
-    if define is not None and rivals:
+    if picks and rivals:
         total = lambda a: results[a.id]["params"]["total"]  # noqa: E731
-        picks.insert(0, min(rivals, key=lambda a: abs(total(a) - total(define))))
+        picks.insert(0, min(rivals, key=lambda a: abs(total(a) - total(picks[0]))))
     return [a.with_seed(2) for a in picks]
 
 
@@ -307,7 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
                    "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
-                   help="deciding: DeFINE and projective at d=128 only; full: at every width")
+                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles, n=d/4, d/2) and projective (n=d/4) at d=128; full: every family at d=64, 96, 128, projective at both n")
     p.add_argument("--find-budget", action="store_true",
                    help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
                    "n=d/4 (one run each to the largest of --budgets, scored on val at each, its time cap --minutes "
