@@ -4,7 +4,7 @@ with the projective map (one Linear n -> d)?
 
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
-  Hardware:  2 CPU cores, no GPU. Default grid: 7 arms + 2 second seeds, 3,000 updates an arm of
+  Hardware:  2 CPU cores, no GPU. Default grid: 5 arms + 2 second seeds, 3,000 updates an arm of
              2,048 tokens (the budget --find-budget settles, budget.md; a 45-minute cap an arm,
              scaled with the budget), two arms at a time (--jobs 2), one thread each: TIME_ARM
              minutes an arm at d = 128, TIME_MAIN in all, --find-budget included (its 4 arms,
@@ -17,10 +17,10 @@ with the projective map (one Linear n -> d)?
              (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
              second seeds) on val only; test sets only scored.
   Arms:      --grid deciding (default): transformer at d = 96, 128 (around the DeFINE arms'
-             sizes); at d = 128 define_transformer at n = d/4, d/2 (k = 2d, N = 3) with
-             --define-style paper and authors, --define-transform projective at n = d/4; a second
-             seed for the best (val BLEU) DeFINE arm and the Transformer nearest it in parameters.
-             --grid full: every family at d = 64, 96, 128, projective at both n.
+             sizes); at d = 128, n = d/4 = 32: define_transformer (k = 2d, N = 3) with
+             --define-style paper and authors, and --define-transform projective; a second seed
+             for the best (val BLEU) DeFINE arm and the Transformer nearest it in parameters.
+             --grid full (about 6 hours here): every family at d = 64, 96, 128 and n = d/4, d/2.
   Expected:  at this scale the plain Transformer may well lead: with the output tied at n, a
              small n costs the decoder more than DeFINE saves (800 updates: 17.6 BLEU at 1.92M
              vs DeFINE 12.6 at 1.63M vs projective 11.6 at 1.53M); DeFINE ahead of projective.
@@ -70,8 +70,8 @@ logger = logging.getLogger("studies.nmt_multi30k")
 
 WIDTHS = (64, 96, 128)  # --grid full: every family at every width
 DECIDING_WIDTH = 128
-# the deciding grid's Transformers: those around the DeFINE arms' parameter counts (d=128:
-# n=32 about 1.75M, n=64 about 2.0M; d=96 about 1.55M, d=128 2.4M); d=64 lies below them all
+# the deciding grid's Transformers: those around the DeFINE arms' parameter counts (d=128,
+# n=32: about 1.75M; the Transformer at d=96 about 1.55M, d=128 2.4M); d=64 lies below them all
 DECIDING_TRANSFORMERS = (96, 128)
 UPDATES, MINUTES = 3000, 45  # the budget --find-budget settles on 2 CPU cores (budget.md); the cap scales with it
 BPE_OPS = 8000
@@ -96,24 +96,20 @@ def sizes(d: int, layers: int = 3, heads: int = 4) -> List[str]:
 def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
     """The grid. Full: at every width the Transformer, DeFINE (both styles) and projective at
     n = d/4 and d/2. Deciding (the default, about two hours here): the Transformers around the
-    DeFINE arms' sizes and, at the deciding width, DeFINE (both styles) at n = d/4 and d/2 and
-    projective at n = d/4 (where DeFINE's map must do the most; d/2 in the full grid)."""
+    DeFINE arms' sizes and, at the deciding width, DeFINE (both styles) and projective at
+    n = d/4, the width at which the issue's first probe found the Transformer ahead."""
     k = len(sizes(0))
     deciding = DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]
     plain = widths if full else [d for d in widths if d in DECIDING_TRANSFORMERS or d == deciding]
     arms = [Arm(f"transformer_d{d}", "Transformer", "transformer", tuple(sizes(d)), d, d, sized=k) for d in plain]
-    for d in widths:
-        if not full and d != deciding:
-            continue
-        for n in (d // 4, d // 2):
+    for d in widths if full else [deciding]:
+        for n in (d // 4, d // 2) if full else (d // 4,):
             for style in ("paper", "authors"):
                 arms.append(Arm(f"define_{style}_d{d}_n{n}", f"DeFINE ({style})", "define_transformer",
                                 (*sizes(d), "--define-map-dim", str(n), "--define-expand-dim", str(2 * d),
                                  "--define-depth", "3", "--define-style", style), d, n, sized=k))
-            if full or n == d // 4:
-                arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
-                                (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n,
-                                sized=k))
+            arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
+                            (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n, sized=k))
     return arms
 
 
@@ -313,7 +309,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
                    "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
-                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles, n=d/4, d/2) and projective (n=d/4) at d=128; full: every family at d=64, 96, 128, projective at both n")
+                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles) and projective at d=128, n=d/4; full: every family at d=64, 96, 128 and n=d/4, d/2")
     p.add_argument("--find-budget", action="store_true",
                    help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
                    "n=d/4 (one run each to the largest of --budgets, scored on val at each, its time cap --minutes "
