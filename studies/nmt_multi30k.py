@@ -309,7 +309,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
                    "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
-                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles) and projective at d=128, n=d/4; full: every family at d=64, 96, 128 and n=d/4, d/2")
+                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles) and projective "
+                   "at d=128, n=d/4; full: every family at d=64, 96, 128 and n=d/4, d/2")
     p.add_argument("--find-budget", action="store_true",
                    help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
                    "n=d/4 (one run each to the largest of --budgets, scored on val at each, its time cap --minutes "

@@ -168,6 +168,16 @@ def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_bette
     assert isinstance(picks[0], Arm)
 
 
+def test_nmt_deciding_grid_is_in_the_full_grid_and_holds_the_budget_arms():
+    from studies import nmt_multi30k as nmt
+
+    deciding, full = ([a.id for a in nmt.arms_for(nmt.WIDTHS, f)] for f in (False, True))
+    assert deciding == ["transformer_d96", "transformer_d128", "define_paper_d128_n32", "define_authors_d128_n32",
+                        "projective_d128_n32"]
+    assert set(deciding) < set(full) and len(full) == 3 + 3 * 2 * 3  # 3 Transformers; per width 2 n x 3 families
+    assert {"transformer_d64", "define_authors_d64_n32", "projective_d128_n64"} <= set(full)
+
+
 @pytest.mark.parametrize("define_total, rival", [(1.75, "transformer_d96"), (2.2, "transformer_d128"),
                                                  (0.9, "transformer_d64")])
 def test_nmt_second_seeds_take_the_best_define_and_its_equal_size_transformer(define_total, rival):
