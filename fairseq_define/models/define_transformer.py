@@ -99,7 +99,8 @@ ARCHITECTURES = {
                            dict(define_map_dim=128, define_expand_dim=1024, define_depth=3)),
     "define_transformer_wmt_en_de": ("Table 3: Transformer base + DeFINE (n=128, k=1024, m=512, N=3).", {}),
     "define_transformer_tiny": (
-        "A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3).",
+        "A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3, the paper's unit): "
+        "study 1's best DeFINE arm on Multi30k val (docs/studies.md).",
         dict(encoder_embed_dim=128, encoder_ffn_embed_dim=512, encoder_layers=3, encoder_attention_heads=4,
              decoder_embed_dim=128, decoder_ffn_embed_dim=512, decoder_layers=3, decoder_attention_heads=4,
              define_map_dim=32, define_expand_dim=256, define_depth=3)),
