@@ -71,15 +71,18 @@ class Arm:
 
 
 def select_arms(arms: Sequence[Arm], names: Optional[str]) -> List[Arm]:
-    """``--arms "a b"``: only these (by name or id), in the study's order."""
+    """``--arms "a b"``: only these (by name or id), in the study's order; an arm's id with
+    ``_s2`` names its second seed, so that one can be run on its own (in another process)."""
     if not names:
         return list(arms)
     wanted = names.split()
-    known = {a.id for a in arms} | {a.name for a in arms}
+    seeds = [a.with_seed(2) for a in arms]
+    known = {a.id for a in arms} | {a.name for a in arms} | {a.id for a in seeds}
     unknown = [w for w in wanted if w not in known]
     if unknown:
-        raise UserError(f"unknown arm {', '.join(unknown)}; this study's arms: {' '.join(a.id for a in arms)}")
-    return [a for a in arms if a.id in wanted or a.name in wanted]
+        raise UserError(f"unknown arm {', '.join(unknown)}; this study's arms: {' '.join(a.id for a in arms)} "
+                        "(ARM_s2: its second seed)")
+    return [a for a in [*arms, *seeds] if a.id in wanted or (a.seed == 1 and a.name in wanted)]
 
 
 # ---------------------------------------------------------------------------- lib.sh bridge

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from fairseq_define.errors import UserError
+
 from .conftest import ROOT, run_cli
 from .test_recipes import assert_png
 
@@ -166,6 +168,22 @@ def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_bette
         assert [a.id for a in picks] == ["standard_n256", "define_paper_n128", "projective_n128"]
     assert [a.with_seed(2).id for a in picks][0].endswith("_s2")
     assert isinstance(picks[0], Arm)
+
+
+@pytest.mark.parametrize("names, ids", [
+    ("projective_d128_n32 transformer_d96", ["transformer_d96", "projective_d128_n32"]),
+    ("define_paper_d128_n32_s2", ["define_paper_d128_n32_s2"]),
+    ("transformer_d96_s2 transformer_d96", ["transformer_d96", "transformer_d96_s2"]),
+])
+def test_arms_selects_main_arms_and_second_seeds_by_id(names, ids):
+    from studies import nmt_multi30k as nmt
+    from studies.common import select_arms
+
+    picked = select_arms(nmt.arms_for(nmt.WIDTHS, False), names)
+    assert [a.id for a in picked] == ids
+    assert all(a.seed == (2 if a.id.endswith("_s2") else 1) for a in picked)
+    with pytest.raises(UserError, match="unknown arm transformer_d96_s3"):
+        select_arms(nmt.arms_for(nmt.WIDTHS, False), "transformer_d96_s3")
 
 
 def test_nmt_deciding_grid_is_in_the_full_grid_and_holds_the_budget_arms():
