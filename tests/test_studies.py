@@ -128,7 +128,6 @@ def test_each_keeps_order_and_runs_jobs_at_a_time():
 
 def test_each_raises_the_first_error_and_starts_nothing_after_it():
     from studies.common import each
-    from fairseq_define.errors import UserError
 
     started = []
 
