@@ -321,7 +321,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     set_jobs(args.jobs)
 
     widths = QUICK["widths"] if args.quick else WIDTHS
-    grid = arms_for(widths, args.grid == "full")
+    # quick mode takes the full grid for an arm at n = d/2, one the budget runs did not train
+    grid = arms_for(widths, args.grid == "full" or args.quick)
     if args.list:
         print_arms(grid)
         return 0
