@@ -5,10 +5,11 @@ with the projective map (one Linear n -> d)?
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [EXTRA_TEST_PREFIX ...]; --help)
   Hardware:  2 CPU cores, no GPU. Default grid: 5 arms + 2 second seeds, 3,000 updates an arm of
-             2,048 tokens (the budget --find-budget settles, budget.md; a 45-minute cap an arm,
-             scaled with the budget), two arms at a time (--jobs 2), one thread each: TIME_ARM
-             minutes an arm at d = 128, TIME_MAIN in all, --find-budget included (its 4 arms,
-             trained once to 3,000 updates and scored at each budget, are not trained again).
+             2,048 tokens (the largest budget --find-budget tries: the Transformer's lead holds
+             at each, the other arms swap places, budget.md; a 45-minute cap an arm, scaled with
+             the budget), two arms at a time (--jobs 2), one thread each: 29-34 minutes an arm at
+             d = 128, about 2 hours 10 minutes in all, --find-budget included (its 4 arms, trained
+             once to 3,000 updates and scored at each budget, are not trained again).
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
              cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
              3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
@@ -21,9 +22,11 @@ with the projective map (one Linear n -> d)?
              --define-style paper and authors, and --define-transform projective; a second seed
              for the best (val BLEU) DeFINE arm and the Transformer nearest it in parameters.
              --grid full (about 6 hours here): every family at d = 64, 96, 128 and n = d/4, d/2.
-  Expected:  at this scale the plain Transformer may well lead: with the output tied at n, a
-             small n costs the decoder more than DeFINE saves (800 updates: 17.6 BLEU at 1.92M
-             vs DeFINE 12.6 at 1.63M vs projective 11.6 at 1.53M); DeFINE ahead of projective.
+  Expected:  (docs/studies.md, measured here) the plain Transformer ahead at equal parameters:
+             test_2016_flickr BLEU 33.3 at d = 96 (1.55M, two seeds) and 35.2 at d = 128 (2.40M)
+             against DeFINE (paper's unit, n = 32) 31.9 at 1.75M (two seeds), the authors' unit
+             32.1; DeFINE level with projective (32.2 at 1.65M) at 3,000 updates, ahead of it on
+             val at 1,000-2,000 (budget.md).
   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
              BLEU on newstest2017.
   Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png}
@@ -73,7 +76,7 @@ DECIDING_WIDTH = 128
 # the deciding grid's Transformers: those around the DeFINE arms' parameter counts (d=128,
 # n=32: about 1.75M; the Transformer at d=96 about 1.55M, d=128 2.4M); d=64 lies below them all
 DECIDING_TRANSFORMERS = (96, 128)
-UPDATES, MINUTES = 3000, 45  # the budget --find-budget settles on 2 CPU cores (budget.md); the cap scales with it
+UPDATES, MINUTES = 3000, 45  # the largest budget --find-budget tries (budget.md); the cap scales with it
 BPE_OPS = 8000
 BUDGETS = (1000, 2000, 3000)
 RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
