@@ -356,7 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.updates:
         updates, source = args.updates, "--updates"
     elif budget_file.is_file():
-        updates, source = json.loads(budget_file.read_text())["updates"], f"found by --find-budget ({budget_file})"
+        updates, source = json.loads(budget_file.read_text())["updates"], "found by --find-budget, budget.md"
     else:
         updates, source = (QUICK["updates"] if args.quick else UPDATES), "the script's default"
     if args.minutes is None:  # the default cap is per the default updates; scale it with the budget
