@@ -215,6 +215,10 @@ def load_result(run_dir: Path) -> Optional[dict]:
     path = run_dir / RESULT_FILE
     if not path.is_file():
         return None
+    return load_result_file(path)
+
+
+def load_result_file(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
@@ -284,13 +288,22 @@ def set_jobs(jobs: int) -> None:
 
 
 def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
-             budget: Optional[Budget] = None, jobs: int = 1) -> Dict[str, dict]:
+             budget: Optional[Budget] = None, jobs: int = 1, records: Optional[Path] = None) -> Dict[str, dict]:
     """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
-    evaluates and records it; JOBS arms at a time. Progress on the log and a tqdm bar."""
+    evaluates and records it; JOBS arms at a time. Progress on the log and a tqdm bar.
+    ``records``: a folder kept with the report (committed), where each finished arm's result
+    is copied as ARM.json; an arm recorded there is done even where its work folder is gone
+    (another machine, a wiped work folder), so a long study resumes across sessions."""
 
     def one(arm: Arm) -> dict:
         run_dir = workdir / arm.id
         result = load_result(run_dir)
+        record = records / f"{arm.id}.json" if records is not None else None
+        if result is None and record is not None and record.is_file():
+            result = load_result_file(record)
+            logger.info("%s: done (recorded in %s), skipped", arm.id, record)
+        elif result is not None and record is not None and not record.is_file():
+            write_text(record, json.dumps(result, indent=2) + "\n")
         if result is not None:
             logger.info("%s: done (%s), skipped", arm.id, run_dir / RESULT_FILE)
             if budget is not None and result.get("budget") != asdict(budget):
@@ -300,6 +313,8 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
         logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
                     run_dir / "train.log")
         result = run_one(arm, run_dir)
+        if record is not None:
+            write_text(record, json.dumps(result, indent=2) + "\n")
         logger.info("%s: %s", arm.id, ", ".join(f"{k} {v:.2f}" for k, v in result["metrics"].items()))
         return result
 

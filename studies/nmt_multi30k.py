@@ -74,19 +74,29 @@ logger = logging.getLogger("studies.nmt_multi30k")
 WIDTHS = (64, 96, 128)  # --grid full: every family at every width
 DECIDING_WIDTH = 128
 # the deciding grid's Transformers: those around the DeFINE arms' parameter counts (d=128,
-# n=32: about 1.75M; the Transformer at d=96 about 1.55M, d=128 2.4M); d=64 lies below them all
+# n=32: 1.75M shared and tied at n, about 3.2M in the paper's form; the shared Transformer at
+# d=96 1.55M, d=128 2.4M; the untied one at d=96 about 3.1M, d=128 4.5M)
 DECIDING_TRANSFORMERS = (96, 128)
 UPDATES, MINUTES = 3000, 45  # the largest budget --find-budget tries (budget.md); the cap scales with it
 BPE_OPS = 8000
 BUDGETS = (1000, 2000, 3000)
-RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de", "--share-all-embeddings",
+# every arm's recipe; how the embeddings are shared is the arm's (SHARED below)
+RECIPE = ["--task", "translation", "--source-lang", "en", "--target-lang", "de",
           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0", "--lr", "1.5e-3",
           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "400", "--criterion", "label_smoothed_cross_entropy",
           "--label-smoothing", "0.1", "--dropout", "0.1", "--max-tokens", "2048", "--no-epoch-checkpoints"]
+SHARED = ("--share-all-embeddings",)
 GEN_ARGS = ["--max-len-a", "1.2", "--max-len-b", "10"]
 # quick mode: a pipeline check on slices
 QUICK = dict(widths=(32,), updates=12, minutes=2, bpe_ops=300, head=1200, head_eval=24, warmup="4",
              budgets=(4, 8))
+# The output forms (--define-output-layer): each arm's id infix and family suffix, and whether
+# its embeddings are shared. The paper's Table 3 form (untied) keeps one table (DeFINE map and
+# unit) per side and a d-wide output layer, as its baseline Transformer does; the tied forms
+# share one embedding between the encoder, the decoder and the output, as fairseq's
+# --share-all-embeddings does.
+OUTPUT_FORMS = {"tied_map": ("", "", True), "untied": ("untied_", ", untied", False),
+                "tied_unit": ("tiedunit_", ", tied_unit", True)}
 
 
 def sizes(d: int, layers: int = 3, heads: int = 4) -> List[str]:
@@ -96,36 +106,68 @@ def sizes(d: int, layers: int = 3, heads: int = 4) -> List[str]:
                       f"--{side}-embed-dim", str(d), f"--{side}-ffn-embed-dim", str(4 * d))]
 
 
+def transformer(d: int, untied: bool = False) -> Arm:
+    """fairseq's Transformer: shared embeddings (one table for both sides and the output), or
+    the paper's baseline form (a table per side and an untied output layer)."""
+    if untied:
+        return Arm(f"transformer_untied_d{d}", "Transformer, untied", "transformer", tuple(sizes(d)), d, d,
+                   sized=len(sizes(d)))
+    return Arm(f"transformer_d{d}", "Transformer", "transformer", (*sizes(d), *SHARED), d, d, sized=len(sizes(d)))
+
+
+def define(d: int, n: int, kind: str, output: str) -> Arm:
+    """DeFINE (``kind`` paper or authors: the unit's style; k = 2d, N = 3) or projective
+    (``kind`` projective) at map width n, with the output form ``output``."""
+    infix, suffix, shared = OUTPUT_FORMS[output]
+    unit = (("--define-transform", "projective") if kind == "projective" else
+            ("--define-expand-dim", str(2 * d), "--define-depth", "3", "--define-style", kind))
+    name = f"projective_{infix}d{d}_n{n}" if kind == "projective" else f"define_{kind}_{infix}d{d}_n{n}"
+    family = ("projective" if kind == "projective" else f"DeFINE ({kind})") + suffix
+    args = (*sizes(d), "--define-map-dim", str(n), *unit, "--define-output-layer", output, *(SHARED if shared else ()))
+    return Arm(name, family, "define_transformer", args, d, n, sized=len(sizes(d)))
+
+
+def budget_arms(d: int) -> List[Arm]:
+    """The arms --find-budget trained (at n = d/4, tied at n as it then was)."""
+    return [transformer(d), *(define(d, d // 4, k, "tied_map") for k in ("paper", "authors", "projective"))]
+
+
 def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
-    """The grid. Full: at every width the Transformer, DeFINE (both styles) and projective at
-    n = d/4 and d/2. Deciding (the default, about two hours here): the Transformers around the
-    DeFINE arms' sizes and, at the deciding width, DeFINE (both styles) and projective at
-    n = d/4, the width at which the issue's first probe found the Transformer ahead."""
-    k = len(sizes(0))
-    deciding = DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]
-    plain = widths if full else [d for d in widths if d in DECIDING_TRANSFORMERS or d == deciding]
-    arms = [Arm(f"transformer_d{d}", "Transformer", "transformer", tuple(sizes(d)), d, d, sized=k) for d in plain]
-    for d in widths if full else [deciding]:
-        for n in (d // 4, d // 2) if full else (d // 4,):
-            for style in ("paper", "authors"):
-                arms.append(Arm(f"define_{style}_d{d}_n{n}", f"DeFINE ({style})", "define_transformer",
-                                (*sizes(d), "--define-map-dim", str(n), "--define-expand-dim", str(2 * d),
-                                 "--define-depth", "3", "--define-style", style), d, n, sized=k))
-            arms.append(Arm(f"projective_d{d}_n{n}", "projective", "define_transformer",
-                            (*sizes(d), "--define-map-dim", str(n), "--define-transform", "projective"), d, n, sized=k))
+    """The grid. Deciding (the default, at d = 128, about 2.5 hours here), in the order that
+    answers first what decides: DeFINE in the paper's form (untied, n = d/4) and the paper's
+    baseline at its size; the unit-tied form; the shared Transformer at d; DeFINE's paper form
+    at n = d/2 and projective's at n = d/4; the larger untied Transformer; then the two arms of
+    the earlier grid (the shared Transformer at d = 96, DeFINE tied at n). Full: at every
+    width the Transformer in both forms and, at n = d/4 and d/2, DeFINE's paper unit in every
+    output form, the authors' unit and projective untied and tied at n."""
+    if not full:
+        d = DECIDING_WIDTH if DECIDING_WIDTH in widths else widths[0]
+        small = min(DECIDING_TRANSFORMERS) if d == DECIDING_WIDTH else d
+        return [define(d, d // 4, "paper", "untied"), transformer(small, untied=True),
+                define(d, d // 4, "paper", "tied_unit"), transformer(d),
+                define(d, d // 2, "paper", "untied"), define(d, d // 4, "projective", "untied"),
+                *([transformer(d, untied=True)] if small != d else []),
+                *([transformer(small)] if small != d else []), define(d, d // 4, "paper", "tied_map")]
+    arms = [a for d in widths for a in (transformer(d), transformer(d, untied=True))]
+    for d in widths:
+        for n in (d // 4, d // 2):
+            arms += [define(d, n, "paper", form) for form in ("tied_map", "untied", "tied_unit")]
+            arms += [define(d, n, kind, form) for kind in ("authors", "projective") for form in ("tied_map", "untied")]
     return arms
 
 
 def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
-    """Seed 2 for the two points that decide the comparison, picked on val BLEU: the best
-    DeFINE arm at the deciding width and the Transformer (any width) whose total parameters
-    are nearest its, its rival at equal parameters."""
-    picks = best_per_family([a for a in arms if a.width == width], results, ("DeFINE",), "valid_bleu", True)
-    rivals = [a for a in arms if a.family == "Transformer" and a.id in results]
-    if picks and rivals:
+    """Seed 2 for the two points that decide the paper's claim, picked on val BLEU: the best
+    DeFINE arm in the paper's form (untied, either unit) at the deciding width, and the
+    Transformer of the paper's baseline form (untied, any width) whose total parameters are
+    nearest its."""
+    paper_form = [a for a in arms if a.width == width and a.family.startswith("DeFINE") and a.family.endswith(", untied")]
+    best = best_per_family(paper_form, results, ("DeFINE",), "valid_bleu", True)
+    rivals = [a for a in arms if a.family == "Transformer, untied" and a.id in results]
+    if best and rivals:
         total = lambda a: results[a.id]["params"]["total"]  # noqa: E731
-        picks.insert(0, min(rivals, key=lambda a: abs(total(a) - total(picks[0]))))
-    return [a.with_seed(2) for a in picks]
+        best.insert(0, min(rivals, key=lambda a: abs(total(a) - total(best[-1]))))
+    return [a.with_seed(2) for a in best]
 
 
 # ---------------------------------------------------------------------------- data
@@ -348,8 +390,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     budget_file = workdir / "budget.json"
     if args.find_budget:
-        w = widths[0] if args.quick else DECIDING_WIDTH
-        deciding = [a for a in arms_for((w,), False) if a.n in (w, w // 4)]
+        deciding = budget_arms(widths[0] if args.quick else DECIDING_WIDTH)
         # the cap is per --updates' worth of training; the budget runs go to the largest budget
         cap = minutes * max(budgets) / (QUICK["updates"] if args.quick else UPDATES)
         find_budget(deciding, budgets, workdir, data_dir, recipe, cap, out_dir, args.jobs)
@@ -379,15 +420,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.quick and not args.arms:
         # the Transformer (reused from the budget runs with --find-budget) and a DeFINE arm it did not train
         arms = [arms[0], [a for a in arms if a.family == "DeFINE (paper)"][-1]]
-    results = run_arms(arms, workdir, run_one, budget, args.jobs)
+    records = out_dir / "runs"  # each arm's result, committed with the report: the study resumes anywhere
+    results = run_arms(arms, workdir, run_one, budget, args.jobs, records)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
-        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records))
         arms = arms + seeds
     for arm in arms:  # extra test sets given after an arm finished: scored now
         r = results[arm.id]
+        run_dir = workdir / arm.id
         if any(f"test_{name}_bleu" not in r["metrics"] for name in extras):
-            run_dir = workdir / arm.id
+            if not (run_dir / r["checkpoint"]).is_file():
+                logger.warning("%s: recorded without its checkpoint here; extra test sets not scored", arm.id)
+                continue
             r["metrics"].update(evaluate(run_dir, run_dir / r["checkpoint"], data_dir, extras))
             write_text(run_dir / "result.json", json.dumps(r, indent=2) + "\n")
 

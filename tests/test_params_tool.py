@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fairseq_define.tools.paper_tables import TABLE_6, TABLE_7, TABLE_8, TABLES, params_split
+from fairseq_define.tools.paper_tables import TABLE_3, TABLE_6, TABLE_7, TABLE_8, TABLES, params_split
 from fairseq_define.tools.params import WT103_VOCAB, build_arch, cli_main
 
 CELL = r"([0-9.]+) \(([0-9.]+|-)\)"  # "ours (paper)"
@@ -78,26 +78,30 @@ def test_table_6a_linear_and_glt_stacks_equal_the_paper(capsys):
         assert ours == paper, line
 
 
-def test_table_3_totals_and_ratio(capsys):
+def test_table_3_is_the_papers_configuration(capsys):
+    """Separate vocabularies at which the baseline has the paper's 92M, the untied output:
+    68M before the units, as the paper; then the other output forms and a shared vocabulary."""
+    from fairseq_define.tools.paper_tables import TABLE3_VOCAB
+
     out = run(capsys, "--paper-table", "3")
-    lines = re.findall(r"^(\S+): DeFINE .* total ([0-9.]+)M$", out, re.M)
-    totals = dict(lines[:1])  # the baseline
-    base = transformer_closed_form(32000, 512, 2048, 6, 6)
-    assert float(totals["transformer_wmt_en_de"]) == round(base / 1e6, 2)  # 93.29M
-    # then the DeFINE model with the paper's unit and with the authors' unit, in that order
-    assert [name for name, _ in lines[1:]] == ["define_transformer_wmt_en_de"] * 2
-    for (_, total), style in zip(lines[1:], ("paper", "authors")):
-        model, _ = build_arch("define_transformer_wmt_en_de", 32000, None, ["--define-style", style])
-        # fairseq's encoder layers also hold never-trained fast-path copies (fc1_weight,
-        # in_proj_weight, ...); the count leaves them out
-        ours = sum(p.numel() for k, p in model.named_parameters() if k.split(".")[-1] in ("weight", "bias"))
-        assert float(total) == round(ours / 1e6, 2), style
-        ratio = float(re.search(
-            rf"ratio define_transformer_wmt_en_de \({style} unit\) / transformer_wmt_en_de = ([0-9.]+)", out
-        ).group(1))
-        assert ratio == round(ours / base, 3), style
-
-
+    lines = re.findall(r"^(\S+): DeFINE ([0-9.]+)M .* total ([0-9.]+)M$", out, re.M)
+    V, d = TABLE3_VOCAB, 512
+    base = transformer_closed_form(V, d, 2048, 6, 6)
+    assert lines[0] == ("transformer_wmt_en_de", "0.00", f"{base / 1e6:.2f}")
+    assert abs(base / 1e6 - TABLE_3.rows[0].paper["params"]) < 0.05  # 92M
+    before_units = [float(x) for x in re.findall(r"without the units .*?: ([0-9.]+)M", out)]
+    context = transformer_closed_form(V, d, 2048, 6, 6, embeddings=0)
+    assert before_units == [round((context + 2 * V * 128 + V * d) / 1e6, 2)] * 2  # 68.07M, both styles
+    assert abs(before_units[0] - TABLE_3.rows[1].paper["params"]) < 1.0  # the paper's 68M
+    for (name, define, total), style in zip(lines[1:3], ("paper", "authors")):
+        model, _ = build_arch("define_transformer_wmt_en_de", V, V, ["--define-style", style])
+        assert model.encoder.embed_tokens is not model.decoder.embed_tokens  # one unit per side
+        units = sum(p.numel() for m in (model.encoder, model.decoder) for p in m.embed_tokens.unit.parameters())
+        assert float(define) == round(units / 1e6, 2), style
+        assert float(total) == round((context + 2 * V * 128 + V * d + units) / 1e6, 2), style
+    forms = re.findall(r"ratio \((\w+)\) / transformer_wmt_en_de", out)
+    assert forms == ["tied_map", "tied_unit", "untied", "tied_map"]
+    assert "one shared 32000-token vocabulary" in out
 def unit_closed_form(describe):
     """Parameters of a unit from its printed schedule "Expand a->b/gG ..., Reduce c->m/gR":
     weights in*out/g, a bias and a LayerNorm (2 per feature) after each Expand layer, a bias

@@ -3,6 +3,7 @@ slices of the real corpora. Each must write its table and plots, record every ar
 finished arms when invoked again (a study cut short continues where it stopped)."""
 
 import json
+import shutil
 import math
 import sys
 
@@ -76,6 +77,28 @@ def test_second_invocation_skips_finished_arms(quick_run):
         d = work / arm
         assert ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) == stamp, f"{arm} was redone"
     assert "training" not in " ".join(l for l in out.splitlines() if "| studies |" in l)
+
+
+def test_a_recorded_arm_is_done_without_its_work_folder(quick_run):
+    """Each finished arm's result is copied beside the report (committed): a study resumed on
+    another machine, whose work folder is gone, does not train it again."""
+    name, work, args, _ = quick_run
+    if name != "nmt_multi30k":
+        pytest.skip("the NMT study keeps records")
+    arm = arm_dirs(work)[0]
+    record = json.loads((work / "report" / "runs" / f"{arm.name}.json").read_text())
+    assert record == json.loads((arm / "result.json").read_text())
+    aside = work.parent / f"{work.name}-{arm.name}-aside"
+    arm.rename(aside)
+    try:
+        out = study(name, *args).stdout
+        assert f"{arm.name}: done (recorded in" in out, out[-3000:]
+        assert not (work / arm.name / "train.log").exists()
+        table = (work / "report" / "results.md").read_text()
+        assert next(l for l in table.splitlines() if l.startswith(f"| {arm.name} |"))
+    finally:
+        shutil.rmtree(work / arm.name, ignore_errors=True)
+        aside.rename(arm)
 
 
 def test_nmt_quick_mode_finds_the_budget_and_trains_with_it(quick_run):
@@ -170,7 +193,7 @@ def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_bette
 
 
 @pytest.mark.parametrize("names, ids", [
-    ("projective_d128_n32 transformer_d96", ["transformer_d96", "projective_d128_n32"]),
+    ("define_paper_d128_n32 transformer_d96", ["transformer_d96", "define_paper_d128_n32"]),
     ("define_paper_d128_n32_s2", ["define_paper_d128_n32_s2"]),
     ("transformer_d96_s2 transformer_d96", ["transformer_d96", "transformer_d96_s2"]),
 ])
@@ -189,24 +212,39 @@ def test_nmt_deciding_grid_is_in_the_full_grid_and_holds_the_budget_arms():
     from studies import nmt_multi30k as nmt
 
     deciding, full = ([a.id for a in nmt.arms_for(nmt.WIDTHS, f)] for f in (False, True))
-    assert deciding == ["transformer_d96", "transformer_d128", "define_paper_d128_n32", "define_authors_d128_n32",
-                        "projective_d128_n32"]
-    assert set(deciding) < set(full) and len(full) == 3 + 3 * 2 * 3  # 3 Transformers; per width 2 n x 3 families
-    assert {"transformer_d64", "define_authors_d64_n32", "projective_d128_n64"} <= set(full)
+    assert deciding == ["define_paper_untied_d128_n32", "transformer_untied_d96", "define_paper_tiedunit_d128_n32",
+                        "transformer_d128", "define_paper_untied_d128_n64", "projective_untied_d128_n32",
+                        "transformer_untied_d128", "transformer_d96", "define_paper_d128_n32"]
+    # per width: the Transformer in 2 forms; per n: the paper's unit in 3 output forms, authors' and projective in 2
+    assert set(deciding) < set(full) and len(full) == 3 * (2 + 2 * (3 + 2 + 2))
+    assert {"transformer_d64", "define_authors_untied_d64_n32", "projective_d128_n64"} <= set(full)
+    budget = [a.id for a in nmt.budget_arms(128)]  # the earlier budget search's arms, tied at n
+    assert budget == ["transformer_d128", "define_paper_d128_n32", "define_authors_d128_n32", "projective_d128_n32"]
+    assert set(budget) <= set(full)
 
 
-@pytest.mark.parametrize("define_total, rival", [(1.75, "transformer_d96"), (2.2, "transformer_d128"),
-                                                 (0.9, "transformer_d64")])
-def test_nmt_second_seeds_take_the_best_define_and_its_equal_size_transformer(define_total, rival):
+@pytest.mark.parametrize("form, shared", [("untied", False), ("tied_map", True), ("tied_unit", True)])
+def test_nmt_arms_share_embeddings_as_their_output_form_says(form, shared):
+    from studies import nmt_multi30k as nmt
+
+    arm = nmt.define(128, 32, "paper", form)
+    assert ("--share-all-embeddings" in arm.args) == shared
+    assert arm.args[arm.args.index("--define-output-layer") + 1] == form
+    assert ("--share-all-embeddings" in nmt.transformer(96, untied=not shared).args) == shared
+
+
+@pytest.mark.parametrize("define_total, rival", [(3.2, "transformer_untied_d96"), (4.4, "transformer_untied_d128"),
+                                                 (1.8, "transformer_untied_d64")])
+def test_nmt_second_seeds_take_the_best_paper_form_define_and_its_equal_size_transformer(define_total, rival):
     from studies import nmt_multi30k as nmt
 
     arms = nmt.arms_for(nmt.WIDTHS, True)
-    best = {"define_authors_d128_n64": 20.0, "projective_d128_n32": 19.0, "transformer_d128": 21.0}
-    totals = {"transformer_d64": 0.86, "transformer_d96": 1.55, "transformer_d128": 2.4,
-              "define_authors_d128_n64": define_total}
+    best = {"define_authors_untied_d128_n64": 20.0, "define_paper_d128_n32": 25.0, "transformer_d128": 21.0}
+    totals = {"transformer_untied_d64": 1.9, "transformer_untied_d96": 3.1, "transformer_untied_d128": 4.5,
+              "transformer_d96": define_total, "define_authors_untied_d128_n64": define_total}
     results = {a.id: {"metrics": {"valid_bleu": best.get(a.id, 1.0)}, "params": {"total": totals.get(a.id, 1.7)}}
                for a in arms}
-    assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [f"{rival}_s2", "define_authors_d128_n64_s2"]
+    assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [f"{rival}_s2", "define_authors_untied_d128_n64_s2"]
 
 
 @pytest.mark.parametrize("table, updates, words", [

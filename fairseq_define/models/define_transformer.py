@@ -1,28 +1,86 @@
 """Transformer NMT with DeFINE token embeddings (paper section 4.2, Table 3).
 
-Encoder and decoder embeddings are DeFINE units on n-dim map tables. The decoder output is
-projected d_model -> n and scored against the decoder's n-dim map table, which is where the
-parameter saving over a standard Transformer comes from. ``--define-transform projective``
-gives the like-for-like baseline (same n, one linear map n -> d_model).
+Encoder and decoder embeddings are DeFINE units on n-dim map tables (one per side, or one
+shared with ``--share-all-embeddings``). The output layer is a setting
+(``--define-output-layer``): the paper's Table 3 model keeps a d_model-wide, untied output
+layer (its 68M only adds up that way, docs/reproduction.md); ``tied_map`` projects
+d_model -> n and scores against the decoder's n-dim map table (the LMs' tying, Tables 1-2);
+``tied_unit`` scores against the unit's outputs for the whole vocabulary.
+``--define-transform projective`` gives the like-for-like baseline (same n, one linear map
+n -> d_model).
 """
 
 import logging
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model
-from fairseq.models.transformer import TransformerModel, base_architecture
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel, base_architecture
+from fairseq.modules import BaseLayer
 
 from ..modules.config_bounds import check_dropouts
 from ..modules.define_config import DefineConfig, DefineConfigError
 from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
+from ..modules.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from .hub_interface import TranslationHubInterface
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
 
 logger = logging.getLogger(__name__)
+
+OUTPUT_LAYER_CHOICES = ChoiceEnum(["untied", "tied_map", "tied_unit"])
+# what a checkpoint saved before --define-output-layer existed was built with
+IMPLIED_OUTPUT_LAYER = "tied_map"
+
+
+@dataclass
+class DefineTransformerConfig(FairseqDataclass):
+    define_output_layer: OUTPUT_LAYER_CHOICES = field(
+        default="untied",
+        metadata={
+            "help": "the decoder's output layer: untied (a d_model x vocabulary layer of its own, "
+            "the paper's Table 3 model), tied_map (d_model -> n projection, logits against the "
+            "n-dim map table: fewest parameters), or tied_unit (logits against the DeFINE "
+            "unit's m-dim output for every vocabulary entry: full width, no parameters of its "
+            "own, one pass of the unit over the vocabulary per training step)"
+        },
+    )
+
+
+def implied_output_layer(args) -> None:
+    """Before a row fills its defaults: a config without the setting whose fairseq flags
+    already describe the map-tied output (the sharing flag on, the decoder's output width n)
+    builds that form. Every checkpoint saved before the setting existed says so (that code
+    set both flags when it built the model), and loads as it was built."""
+    if (
+        getattr(args, "define_output_layer", None) is None
+        and getattr(args, "share_decoder_input_output_embed", False)
+        and getattr(args, "decoder_output_dim", None) is not None
+        and args.decoder_output_dim == getattr(args, "define_map_dim", None)
+    ):
+        args.define_output_layer = IMPLIED_OUTPUT_LAYER
+
+
+class DefineTransformerDecoder(TransformerDecoderBase):
+    """fairseq's decoder with the output layer of ``--define-output-layer``."""
+
+    def build_output_projection(self, cfg, dictionary, embed_tokens):
+        form = cfg.define_output_layer
+        if form == "tied_unit":
+            self.output_projection = UnitTiedOutputProjection(embed_tokens)
+            self.build_base_layers(cfg)
+            return
+        # untied under --share-all-embeddings: fairseq has set the sharing flag for the
+        # output too; here only the encoder and decoder inputs share the DeFINE embedding
+        self.share_input_output_embed = form == "tied_map"
+        super().build_output_projection(cfg, dictionary, embed_tokens)
+
+    def build_base_layers(self, cfg):
+        for i in range(cfg.base_layers):  # as fairseq's build_output_projection ends
+            self.layers.insert(((i + 1) * cfg.decoder.layers) // (cfg.base_layers + 1), BaseLayer(cfg))
 
 
 @register_model("define_transformer")
@@ -32,6 +90,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
         super().add_args(parser)
         # defaults come from the architecture functions, as for fairseq's transformer
         gen_parser_from_dataclass(parser, DefineConfig(), delete_default=True)
+        gen_parser_from_dataclass(parser, DefineTransformerConfig(), delete_default=True)
 
     @classmethod
     def build_model(cls, args, task):
@@ -58,15 +117,25 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
             )
         # The map scales its n-dim table by sqrt(n); the unit's output enters unscaled.
         args.no_scale_embedding = True
-        # Output layer tied at n: d_model -> n projection, logits against the map table.
-        args.share_decoder_input_output_embed = True
-        args.decoder_output_dim = args.define_map_dim
+        check_output_layer(args)
+        if args.define_output_layer == "tied_map":
+            # d_model -> n projection, logits against the decoder's map table
+            args.share_decoder_input_output_embed = True
+            args.decoder_output_dim = args.define_map_dim
+        elif args.define_output_layer == "tied_unit":
+            args.share_decoder_input_output_embed = True
         model = super().build_model(args, task)
+        logger.info("output layer: %s (--define-output-layer)", OUTPUT_LAYER_HELP[args.define_output_layer])
         log_parameter_distribution(model, args.arch)
         return model
 
     def define_options(self):
         return self.args
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return DefineTransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
@@ -92,6 +161,41 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
         return emb
 
 
+OUTPUT_LAYER_HELP = {
+    "untied": "untied, d_model x vocabulary (the paper's Table 3)",
+    "tied_map": "tied to the n-dim map (d_model -> n projection)",
+    "tied_unit": "tied to the DeFINE unit's outputs",
+}
+
+
+def check_output_layer(args) -> None:
+    """The output form against fairseq's own flags, in one line each."""
+    form = args.define_output_layer
+    if form == "untied" and args.share_decoder_input_output_embed and not args.share_all_embeddings:
+        raise DefineConfigError(
+            "--share-decoder-input-output-embed ties the output layer to the decoder's input "
+            "embedding, but --define-output-layer untied keeps a separate d_model x vocabulary "
+            "layer: drop the flag, or choose --define-output-layer tied_map (tied at the map "
+            "width n) or tied_unit (tied to the DeFINE unit's outputs)"
+        )
+    if form != "untied" and args.adaptive_softmax_cutoff:
+        raise DefineConfigError(
+            f"--adaptive-softmax-cutoff needs its own output layer; --define-output-layer {form} "
+            "ties it to the DeFINE embedding: use --define-output-layer untied"
+        )
+    if form == "tied_unit" and args.decoder_output_dim != args.decoder_embed_dim:
+        raise DefineConfigError(
+            f"--define-output-layer tied_unit scores the decoder's {args.decoder_embed_dim}-dim "
+            f"states against the unit's outputs, but --decoder-output-dim is {args.decoder_output_dim}: "
+            "drop --decoder-output-dim"
+        )
+    if form == "tied_map" and args.decoder_output_dim not in (args.decoder_embed_dim, args.define_map_dim):
+        raise DefineConfigError(
+            f"--define-output-layer tied_map projects to the map width n = {args.define_map_dim}, "
+            f"but --decoder-output-dim is {args.decoder_output_dim}: drop --decoder-output-dim"
+        )
+
+
 # -- named architectures ---------------------------------------------------------------
 
 ARCHITECTURES = {
@@ -103,16 +207,18 @@ ARCHITECTURES = {
         "study 1's best DeFINE arm on Multi30k val (docs/studies.md).",
         dict(encoder_embed_dim=128, encoder_ffn_embed_dim=512, encoder_layers=3, encoder_attention_heads=4,
              decoder_embed_dim=128, decoder_ffn_embed_dim=512, decoder_layers=3, decoder_attention_heads=4,
-             define_map_dim=32, define_expand_dim=256, define_depth=3)),
+             define_map_dim=32, define_expand_dim=256, define_depth=3, define_output_layer="tied_map")),
 }
 
 
 def define_base_architecture(args):
     """What a row leaves unset: the paper's NMT DeFINE (the ``define_transformer`` row), the
     other DeFINE settings' defaults, then fairseq's Transformer base."""
+    implied_output_layer(args)
     fill_defaults(args, ARCHITECTURES["define_transformer"][1])
-    fill_defaults(args, {f.name: f.default for f in fields(DefineConfig)})
+    fill_defaults(args, {f.name: f.default for f in fields(DefineConfig) + fields(DefineTransformerConfig)})
     base_architecture(args)
 
 
-register_architectures("define_transformer", ARCHITECTURES, base=define_base_architecture)
+register_architectures("define_transformer", ARCHITECTURES, base=define_base_architecture,
+                       prepare=implied_output_layer)

@@ -17,12 +17,16 @@ def fill_defaults(args, settings: Mapping[str, object]) -> None:
             setattr(args, key, value)
 
 
-def register_architectures(model_name: str, table: ArchTable, base: Optional[Callable] = None) -> None:
+def register_architectures(model_name: str, table: ArchTable, base: Optional[Callable] = None,
+                           prepare: Optional[Callable] = None) -> None:
     """Register every row of ``table`` for ``model_name``; ``base`` (if any) fills what the
-    row leaves unset, after it."""
+    row leaves unset, after it; ``prepare`` (if any) sees the config before the row does
+    (to tell a checkpoint's config that predates a setting)."""
     for name, (doc, settings) in table.items():
 
         def arch(args, settings=settings):
+            if prepare is not None:
+                prepare(args)
             fill_defaults(args, settings)
             if base is not None:
                 base(args)

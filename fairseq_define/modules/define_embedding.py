@@ -56,7 +56,8 @@ class DefineEmbedding(nn.Module):
     """Map tokens to n dims, then through the DeFINE unit to ``embedding_dim`` (m).
 
     ``weight`` is the n-dim map table, so fairseq's output-layer tying
-    (``share_decoder_input_output_embed``) ties the softmax to it at n dims.
+    (``share_decoder_input_output_embed``) ties the softmax to it at n dims;
+    :meth:`vocabulary_table` gives the unit's m-dim outputs for an output layer tied to them.
     """
 
     def __init__(self, options: DefineOptions, num_embeddings, padding_idx, out_dim, map_layer=None, map_scale=1.0):
@@ -177,17 +178,25 @@ class DefineEmbedding(nn.Module):
             raise self._cached_table_error()
         return super().train(mode)
 
+    def vocabulary_table(self, chunk: int = 8192) -> torch.Tensor:
+        """The embedding of every vocabulary entry, [V, m]: the cached table, or the unit
+        run on the whole map (with gradients when they are enabled; what an output layer
+        tied to the unit's outputs scores against)."""
+        if self.cached_table is not None:
+            return self.cached_table.weight
+        ids = torch.arange(self.num_embeddings, device=self.map_device())
+        return torch.cat([self.unit(self.map_tokens(part)) for part in ids.split(chunk)])  # [V, m]
+
     @torch.no_grad()
     def cache_table(self, chunk: int = 8192):
         """Replace the unit by a table of its outputs for every vocabulary entry."""
         if self.cached_table is not None:
             return
         self.eval()  # and it stays so: a cached table is for inference
-        ids = torch.arange(self.num_embeddings, device=self.map_device())
-        rows = [self.unit(self.map_tokens(part)) for part in ids.split(chunk)]  # [V, m]
+        rows = self.vocabulary_table(chunk)  # [V, m]
         table = nn.Embedding(self.num_embeddings, self.embedding_dim, self.padding_idx)
-        table.weight.data.copy_(torch.cat(rows))
-        self.cached_table = table.to(rows[0].device, rows[0].dtype)
+        table.weight.data.copy_(rows)
+        self.cached_table = table.to(rows.device, rows.dtype)
         self.unit = None
 
     def map_device(self):

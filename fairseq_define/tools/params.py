@@ -34,7 +34,7 @@ from ..modules.define_embedding import UNIT_TYPES
 from ..modules.define_schedule import build_schedule
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
-from .paper_tables import TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
+from .paper_tables import TABLE3_VOCAB, TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
 
 logger = logging.getLogger("fairseq_define.params")
 
@@ -189,19 +189,33 @@ def table_6a() -> None:
 
 
 def table_3(vocab: int) -> None:
+    """Table 3 as the paper built it (separate vocabularies, the untied d-wide output layer),
+    the other output forms beside it, then fairseq's usual shared vocabulary."""
     base_row, define_row = TABLE_3.rows
+    paper_base, paper_define = base_row.paper["params"], define_row.paper["params"]
     print(
-        f"Table 3 (WMT14 EN-DE), a shared {vocab}-token vocabulary, architectures' defaults "
-        "(separate encoder/decoder tables; define_transformer ties the decoder output to "
-        f"its n-dim map). Paper: {base_row.label} {base_row.paper['params']:.0f}M, {define_row.label} "
-        f"{define_row.paper['params']:.0f}M (ratio {define_row.paper['params'] / base_row.paper['params']:.2f}; "
-        "OpenNMT with separate ~31K vocabularies)."
+        f"Table 3 (WMT14 EN-DE) as the paper built it: separate source and target vocabularies of "
+        f"{TABLE3_VOCAB:,} tokens (the size at which the Transformer, with its own untied output "
+        f"layer, has the paper's {paper_base:.0f}M), one DeFINE map and unit per side, the output "
+        f"layer untied and d_model wide. Paper: {base_row.label} {paper_base:.0f}M, "
+        f"{define_row.label} {paper_define:.0f}M."
     )
-    base = report_arch(base_row.arch, vocab)
+    base = report_arch(base_row.arch, TABLE3_VOCAB, TABLE3_VOCAB)
     for style in STYLES:
-        ours = report_arch(define_row.arch, vocab, extra=["--define-style", style])
-        print(f"ratio {define_row.arch} ({style} unit) / {base_row.arch} = "
-              f"{ours['total'] / base['total']:.3f}")
+        ours = report_arch(define_row.arch, TABLE3_VOCAB, TABLE3_VOCAB, ["--define-style", style])
+        print(f"  without the units (the paper's {paper_define:.0f}M, whose DeFINE column is not "
+              f"given): {(ours['total'] - ours['define']) / 1e6:.2f}M; ratio {define_row.arch} "
+              f"({style} unit) / {base_row.arch} = {ours['total'] / base['total']:.3f}")
+    print("Other output layers (--define-output-layer), paper's unit:")
+    for form in ("tied_map", "tied_unit"):
+        ours = report_arch(define_row.arch, TABLE3_VOCAB, TABLE3_VOCAB, ["--define-output-layer", form])
+        print(f"  ratio ({form}) / {base_row.arch} = {ours['total'] / base['total']:.3f}")
+    print(f"fairseq's usual WMT setup: one shared {vocab}-token vocabulary (--share-all-embeddings), "
+          "paper's unit:")
+    shared = report_arch(base_row.arch, vocab, extra=["--share-all-embeddings"])
+    for form in ("untied", "tied_map"):
+        ours = report_arch(define_row.arch, vocab, extra=["--share-all-embeddings", "--define-output-layer", form])
+        print(f"  ratio ({form}) / {base_row.arch} = {ours['total'] / shared['total']:.3f}")
 
 
 # Table 2 (WikiText-103, Transformer-XL) as fairseq-define-params lists it: standard, then
