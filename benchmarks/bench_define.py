@@ -22,8 +22,12 @@
    table of the same size, and a whole LSTM LM forward (eval-lm's work) with a cached
    table against the same model with a plain nn.Embedding (target overhead <= 1%).
 Benchmarks 1-3 run on ``--device`` in ``--dtype`` and print tokens/s.
-4. params: define_transformer_wmt_en_de / transformer_wmt_en_de at a 32K vocabulary
-   (target <= 0.74).
+4. params: define_transformer_wmt_en_de / transformer_wmt_en_de in Table 3's configuration
+   (separate 31,160-token vocabularies, the paper's untied output layer; target <= 0.74, the
+   paper's 68M / 92M), and each output form (--define-output-layer).
+5. output forms: a training step of define_transformer_wmt_en_de with each output layer
+   (untied, tied_unit: the unit over the whole vocabulary every step) against the output tied
+   at the map width, on a shared 32K vocabulary.
 Every ratio is printed with the machine it ran on.
 """
 
@@ -187,14 +191,23 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
               f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}")
 
 
-def build_nmt_variants(layers):
+# benchmark 2: DeFINE against projective, both tied at the map width (as benchmarked before
+# the output forms existed)
+NMT_VARIANTS = (("projective", ["--define-transform", "projective", "--define-output-layer", "tied_map"]),
+                ("define", ["--define-output-layer", "tied_map"]),
+                ("define-plain", ["--define-token-path", "plain", "--define-output-layer", "tied_map"]))
+# benchmark 5: the output forms against the map-tied one
+OUTPUT_VARIANTS = tuple((form, ["--define-output-layer", form]) for form in ("tied_map", "untied", "tied_unit"))
+
+
+def build_nmt_variants(layers, variants=NMT_VARIANTS):
     from fairseq import options
     from fairseq.models import build_model
 
     from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
 
     models = {}
-    for name, extra in (("projective", ["--define-transform", "projective"]), ("define", []), ("define-plain", ["--define-token-path", "plain"])):
+    for name, extra in variants:
         parser = options.get_training_parser(default_task="translation")
         args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_wmt_en_de",
                                                      "--encoder-layers", str(layers), "--decoder-layers", str(layers),
@@ -255,6 +268,26 @@ def bench_train(device, dtype, min_run_time, layers, batches, compile_unit):
 
         # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
         report(timed_variants(models, make_step, 9, min_run_time / 4, compile_unit), rows * length)
+
+
+def bench_output_forms(device, dtype, min_run_time, layers, rows, length):
+    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers, OUTPUT_VARIANTS).items()}
+    print(f"\n5. training step (forward+backward) of define_transformer_wmt_en_de with {layers}+{layers} layers, a "
+          f"shared 32K vocabulary, each output layer; {rows}x{length} source and target tokens of WMT news text")
+    src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
+    prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
+    lengths = torch.full((rows,), length, device=device)
+
+    def make_step(model):
+        model.train()
+
+        def step():
+            out, _ = model(src, lengths, prev)
+            out.float().logsumexp(-1).sum().backward()
+
+        return step
+
+    report(interleaved({n: make_step(m) for n, m in models.items()}, 5, min_run_time / 2), rows * length, base="tied_map")
 
 
 def build_lm(arch, vocab, extra=()):
@@ -352,15 +385,20 @@ def bench_params():
     from fairseq_define.param_report import parameter_distribution
     from fairseq_define.tools.params import build_arch
 
-    print("\n4. parameters at a 32,000-token vocabulary")
-    ours = parameter_distribution(build_arch("define_transformer_wmt_en_de", 32000)[0])["total"]
-    base = parameter_distribution(build_arch("transformer_wmt_en_de", 32000)[0])["total"]
-    print(f"  define_transformer_wmt_en_de {ours / 1e6:.2f}M / transformer_wmt_en_de {base / 1e6:.2f}M = {ours / base:.3f}")
+    from fairseq_define.tools.paper_tables import TABLE3_VOCAB
+
+    print(f"\n4. parameters in Table 3's configuration (separate {TABLE3_VOCAB:,}-token vocabularies)")
+    base = parameter_distribution(build_arch("transformer_wmt_en_de", TABLE3_VOCAB, TABLE3_VOCAB)[0])["total"]
+    for form in ("untied", "tied_map", "tied_unit"):
+        ours = parameter_distribution(build_arch("define_transformer_wmt_en_de", TABLE3_VOCAB, TABLE3_VOCAB,
+                                                 ["--define-output-layer", form])[0])["total"]
+        print(f"  define_transformer_wmt_en_de ({form}) {ours / 1e6:.2f}M / transformer_wmt_en_de {base / 1e6:.2f}M "
+              f"= {ours / base:.3f}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", type=int, choices=[1, 2, 3, 4], help="run one benchmark")
+    parser.add_argument("--only", type=int, choices=[1, 2, 3, 4, 5], help="run one benchmark")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
@@ -395,6 +433,9 @@ def main():
         bench_lm_inference(args.device, dtype, args.min_run_time)
     if args.only in (None, 4):
         bench_params()
+    if args.only in (None, 5):
+        rows, length = [int(v) for v in args.nmt_batch.split()[-1].split("x")]
+        bench_output_forms(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)
 
 
 if __name__ == "__main__":

@@ -1,35 +1,41 @@
 """Study 1: BLEU against parameters on Multi30k EN-DE. At equal parameters, which is better:
 fairseq's Transformer with plain embedding tables, with DeFINE (paper or authors' unit), or
-with the projective map (one Linear n -> d)?
+with the projective map (one Linear n -> d)? And with which output layer: the paper's Table 3
+model keeps a d-wide untied output layer and a table per side (its baseline too); fairseq's
+usual setup shares one table between both sides and the output (--share-all-embeddings).
 
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
-                                   [EXTRA_TEST_PREFIX ...]; --help)
-  Hardware:  2 CPU cores, no GPU. Default grid: 5 arms + 2 second seeds, 3,000 updates an arm of
-             2,048 tokens (the largest budget --find-budget tries: the Transformer's lead holds
-             at each, the other arms swap places, budget.md; a 45-minute cap an arm, scaled with
-             the budget), two arms at a time (--jobs 2), one thread each: 29-34 minutes an arm at
-             d = 128, about 2 hours 10 minutes in all, --find-budget included (its 4 arms, trained
-             once to 3,000 updates and scored at each budget, are not trained again).
+                                   [--arms "A B"] [EXTRA_TEST_PREFIX ...]; --help)
+  Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 2 second seeds, 3,000 updates an arm of
+             2,048 tokens (the largest budget --find-budget tried: budget.md), two arms at a
+             time (--jobs 2), one thread each: about 30 minutes an arm at d = 128 on idle cores,
+             about 3 hours in all. Resumable: each finished arm is recorded in
+             docs/studies/nmt_multi30k/runs/ARM.json (committed), and a recorded arm is not
+             trained again, on this machine or another.
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
              cleaned by length, val, test_2016_flickr), joint subword-nmt BPE of 8,000 merges,
-             3+3 layers, 4 heads, FFN 4d, shared embeddings, Adam (0.9, 0.98) lr 1.5e-3,
-             inverse_sqrt with 400 warmup updates, label smoothing 0.1, dropout 0.1, seed 1;
-             the checkpoint at the last update translated with beam 4, lenpen 0.6
-             (run_scripts/evaluate_nmt.sh); detokenized sacreBLEU and chrF. Choices (budget,
-             second seeds) on val only; test sets only scored.
-  Arms:      --grid deciding (default): transformer at d = 96, 128 (around the DeFINE arms'
-             sizes); at d = 128, n = d/4 = 32: define_transformer (k = 2d, N = 3) with
-             --define-style paper and authors, and --define-transform projective; a second seed
-             for the best (val BLEU) DeFINE arm and the Transformer nearest it in parameters.
-             --grid full (about 6 hours here): every family at d = 64, 96, 128 and n = d/4, d/2.
-  Expected:  (docs/studies.md, measured here) the plain Transformer ahead at equal parameters:
-             test_2016_flickr BLEU 33.3 at d = 96 (1.55M, two seeds) and 35.2 at d = 128 (2.40M)
-             against DeFINE (paper's unit, n = 32) 31.9 at 1.75M (two seeds), the authors' unit
-             32.1; DeFINE level with projective (32.2 at 1.65M) at 3,000 updates, ahead of it on
-             val at 1,000-2,000 (budget.md).
+             3+3 layers, 4 heads, FFN 4d, Adam (0.9, 0.98) lr 1.5e-3, inverse_sqrt with 400
+             warmup updates, label smoothing 0.1, dropout 0.1, seed 1; the checkpoint at the
+             last update translated with beam 4, lenpen 0.6 (run_scripts/evaluate_nmt.sh);
+             detokenized sacreBLEU and chrF. Choices (budget, second seeds) on val only; test
+             sets only scored.
+  Arms:      --grid deciding (default), at d = 128, k = 2d, N = 3, the paper's unit: DeFINE in the
+             paper's form (untied output, a map and unit per side) at n = d/4 and d/2; the
+             Transformer in the paper's baseline form (untied, a table per side) at d = 96 and
+             128; DeFINE tied to its unit's outputs (tied_unit, shared) at n = d/4; projective in
+             the paper's form at n = d/4; the shared Transformer at d = 96 and 128 and DeFINE tied
+             at n = d/4 (shared), the earlier grid's arms; a second seed for the best paper-form
+             DeFINE arm (val BLEU) and the untied Transformer nearest it in parameters.
+             --grid full (about a day here): both Transformer forms at d = 64, 96, 128 and, at
+             n = d/4 and d/2, the paper's unit in every output form, the authors' unit and
+             projective untied and tied at n.
+  Expected:  the earlier grid (docs/studies.md): DeFINE tied at n = 32 31.9 test BLEU at 1.75M,
+             behind the shared Transformer (33.3 at d = 96, 1.55M; 35.2 at d = 128, 2.40M). A
+             probe with the output untied and d wide (shared input tables) gave 34.3 at 2.77M.
+             The paper's form at n = 32 has about 3.2M, the untied Transformer at d = 96 3.1M.
   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
              BLEU on newstest2017.
-  Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png}
+  Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png,runs/}
              (budget.md with --find-budget); runs in work/studies/nmt_multi30k/<arm>/.
 """
 
@@ -354,8 +360,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="more test sets to score (PREFIX.en, PREFIX.de, untokenized), e.g. "
                    "DATA/wmt14_en_de/test/newstest2014 (DATA: the data root)")
     p.add_argument("--grid", choices=("deciding", "full"), default="deciding",
-                   help="deciding (default): the Transformers at d=96, 128, DeFINE (both styles) and projective "
-                   "at d=128, n=d/4; full: every family at d=64, 96, 128 and n=d/4, d/2")
+                   help="deciding (default): at d=128 DeFINE in the paper's form (untied) at n=d/4, d/2, tied to "
+                   "its unit and tied at n; projective untied; the Transformers untied and shared at d=96, 128; "
+                   "full: every family and output form at d=64, 96, 128 and n=d/4, d/2")
     p.add_argument("--find-budget", action="store_true",
                    help="first find the budget on the Transformer, DeFINE (both styles) and projective at d=128, "
                    "n=d/4 (one run each to the largest of --budgets, scored on val at each, its time cap --minutes "
@@ -448,7 +455,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
                       f"{updates} updates ({source}); the checkpoint at the last update, beam 4, lenpen 0.6.",
                       "Sizes at width d (every arm, `sizes(d)`): 3+3 layers, 4 heads, embeddings d, FFN 4d; "
-                      "the arm's args are its only other difference from the recipe. Params: the paper's "
+                      "the arm's args (among them `--share-all-embeddings` for the shared forms and "
+                      "`--define-output-layer`) are its only other difference from the recipe. Params: the paper's "
                       "distribution (fairseq-define-results). Val chooses; test sets are only scored."])
     written = write_report(report, arms, results, budget, out_dir, "valid_loss", workdir)
     logger.info("written: %s", ", ".join(map(str, written)))
