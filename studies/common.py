@@ -295,6 +295,9 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
     is copied as ARM.json; an arm recorded there is done even where its work folder is gone
     (another machine, a wiped work folder), so a long study resumes across sessions."""
 
+    if records is not None:
+        records.mkdir(parents=True, exist_ok=True)
+
     def one(arm: Arm) -> dict:
         run_dir = workdir / arm.id
         result = load_result(run_dir)
