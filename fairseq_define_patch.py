@@ -661,6 +661,108 @@ def _refusal_message(f, name, reason):
 
 '''
 
+# fairseq 0.12.2's encoder layers registered a second copy of their weights as parameters for
+# torch's fused inference path (3.15M per Transformer-base layer), filled only when a state
+# dict is loaded and never trained: counted in fairseq-train's log, saved in every checkpoint,
+# and left DDP waiting for their gradients (--find-unused-parameters). The fast path now reads
+# the trained weights themselves (q, k and v concatenated each call: a copy the size of one
+# layer's attention weights, on a path that runs only in eval); checkpoints that hold the
+# copies load with them dropped, strict loading included.
+_FASTPATH_COPY_EDITS = (
+    Edit(
+        "        self.ever_training = False\n"
+        "        # For BT, we need continuous mem\n"
+        "        self.in_proj_weight = torch.nn.Parameter(\n"
+        "            torch.zeros(\n"
+        "                self.self_attn.q_proj.weight.shape[0] * 3,\n"
+        "                self.self_attn.q_proj.weight.shape[1],\n"
+        "            )\n"
+        "        )\n"
+        "        self.in_proj_bias = torch.nn.Parameter(\n"
+        "            torch.zeros(self.self_attn.q_proj.bias.shape[0] * 3)\n"
+        "        )\n"
+        "        self.out_proj_weight = torch.nn.Parameter(\n"
+        "            torch.zeros(self.self_attn.out_proj.weight.shape)\n"
+        "        )\n"
+        "        self.out_proj_bias = torch.nn.Parameter(\n"
+        "            torch.zeros(self.self_attn.out_proj.bias.shape)\n"
+        "        )\n"
+        "        self.fc1_weight = torch.nn.Parameter(torch.zeros(self.fc1.weight.shape))\n"
+        "        self.fc1_bias = torch.nn.Parameter(torch.zeros(self.fc1.bias.shape))\n"
+        "        self.fc2_weight = torch.nn.Parameter(torch.zeros(self.fc2.weight.shape))\n"
+        "        self.fc2_bias = torch.nn.Parameter(torch.zeros(self.fc2.bias.shape))\n",
+        "        self.ever_training = False\n"
+        "        # (fairseq_define) the fast path reads the trained weights (forward): no copies\n",
+    ),
+    Edit(
+        "        self.load_to_BT = True\n"
+        "\n"
+        '        old_name = prefix + "self_attn."\n'
+        '        q_proj_weight = state_dict[old_name + "q_proj.weight"]\n'
+        '        k_proj_weight = state_dict[old_name + "k_proj.weight"]\n'
+        '        v_proj_weight = state_dict[old_name + "v_proj.weight"]\n'
+        '        q_proj_bias = state_dict[old_name + "q_proj.bias"]\n'
+        '        k_proj_bias = state_dict[old_name + "k_proj.bias"]\n'
+        '        v_proj_bias = state_dict[old_name + "v_proj.bias"]\n'
+        "\n"
+        "        new_name = prefix\n"
+        '        state_dict[new_name + "in_proj_weight"] = torch.cat(\n'
+        "            (q_proj_weight, k_proj_weight, v_proj_weight), dim=0\n"
+        "        )\n"
+        '        state_dict[new_name + "in_proj_bias"] = torch.cat(\n'
+        "            (q_proj_bias, k_proj_bias, v_proj_bias), dim=0\n"
+        "        )\n"
+        '        state_dict[new_name + "out_proj_weight"] = state_dict[\n'
+        '            old_name + "out_proj.weight"\n'
+        "        ]\n"
+        '        state_dict[new_name + "out_proj_bias"] = state_dict[old_name + "out_proj.bias"]\n'
+        '        state_dict[new_name + "fc1_weight"] = state_dict[prefix + "fc1.weight"]\n'
+        '        state_dict[new_name + "fc1_bias"] = state_dict[prefix + "fc1.bias"]\n'
+        '        state_dict[new_name + "fc2_weight"] = state_dict[prefix + "fc2.weight"]\n'
+        '        state_dict[new_name + "fc2_bias"] = state_dict[prefix + "fc2.bias"]\n',
+        "        self.load_to_BT = True\n"
+        "        # (fairseq_define) checkpoints saved by fairseq 0.12.2 hold the fast path's copies\n"
+        "        for name in (\n"
+        '            "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",\n'
+        '            "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",\n'
+        "        ):\n"
+        "            state_dict.pop(prefix + name, None)\n",
+    ),
+    Edit(
+        "                self.in_proj_weight,\n"
+        "                self.in_proj_bias,\n"
+        "                self.out_proj_weight,\n"
+        "                self.out_proj_bias,\n",
+        "                torch.cat(  # [3 * embed_dim, embed_dim]: q, k, v stacked\n"
+        "                    (\n"
+        "                        self.self_attn.q_proj.weight,\n"
+        "                        self.self_attn.k_proj.weight,\n"
+        "                        self.self_attn.v_proj.weight,\n"
+        "                    )\n"
+        "                ),\n"
+        "                torch.cat(\n"
+        "                    (\n"
+        "                        self.self_attn.q_proj.bias,\n"
+        "                        self.self_attn.k_proj.bias,\n"
+        "                        self.self_attn.v_proj.bias,\n"
+        "                    )\n"
+        "                ),\n"
+        "                self.self_attn.out_proj.weight,\n"
+        "                self.self_attn.out_proj.bias,\n",
+    ),
+    Edit(
+        "                self.fc1_weight,\n"
+        "                self.fc1_bias,\n"
+        "                self.fc2_weight,\n"
+        "                self.fc2_bias,\n",
+        "                self.fc1.weight,\n"
+        "                self.fc1.bias,\n"
+        "                self.fc2.weight,\n"
+        "                self.fc2.bias,\n",
+    ),
+)
+
+
 PATCHES: Tuple[FilePatch, ...] = (
     FilePatch(
         "fairseq",
@@ -837,6 +939,12 @@ PATCHES: Tuple[FilePatch, ...] = (
                 "            )\n",
             ),
         ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/modules/transformer_layer.py",
+        "the encoder fast path reads the trained weights: no untrained copies as parameters",
+        _FASTPATH_COPY_EDITS,
     ),
     FilePatch(
         "fairseq",
@@ -1304,7 +1412,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
-        "6987fe19435135fd6673aaf9ab187f2262dbe7134107de25111e6c2090086afe",
+        "9d758e673c8dec3f9035b67f2d5e9bd023a9e612b2ea2e5046be0daa0a19f545",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
