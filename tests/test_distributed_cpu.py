@@ -8,7 +8,7 @@ import socket
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import BIN, TINY, USER_DIR, run_cli
+from .conftest import BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, run_cli
 
 
 def free_port():
@@ -75,9 +75,7 @@ def test_two_processes_equal_one_process_with_update_freq_2_and_resume(wmt_bin, 
 def test_stock_transformer_trains_on_two_processes(wmt_bin, tmp_path):
     """Every parameter of fairseq's own transformer is used in a training step, so DDP needs
     no --find-unused-parameters (fairseq 0.12.2's encoder layers held untrained copies)."""
-    out = torchrun(wmt_bin / "bin", "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
-                   "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
-                   "--decoder-ffn-embed-dim", "32", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000",
+    out = torchrun(wmt_bin / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000",
                    "--max-update", "3", "--cpu", "--save-dir", tmp_path, "--no-save", "--disable-validation",
                    "--log-format", "simple", "--log-interval", "1").stdout
     assert sorted(losses(out)) == [1, 2, 3]

@@ -3,13 +3,18 @@
 takes the fast path with the trained weights themselves (no untrained copies registered as
 parameters), agrees with the normal path, and checkpoints saved with the copies still load."""
 
+import re
+import sys
+
 import pytest
 import torch
-from fairseq import options
+from fairseq import checkpoint_utils, options
 from fairseq.models import build_model
 
 from fairseq_define.param_report import parameter_distribution
 from fairseq_define.tools.params import VocabularyOnlyTask, build_arch, dictionary_of_size
+
+from .conftest import TINY_STOCK_TRANSFORMER, run_cli
 
 # the copies fairseq 0.12.2 registered on every encoder layer (and saved in checkpoints)
 COPIES = ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",
@@ -119,3 +124,66 @@ def test_paper_model_parameter_count_has_no_copies():
     total = sum(p.numel() for p in model.parameters())
     assert 48e6 < total < 50e6
     assert parameter_distribution(model)["total"] == total
+
+
+# fairseq-train with the encoder layers as fairseq 0.12.2 built them: the copies registered
+# as the layer's own parameters (so saved in the model and in the optimizer state)
+TRAIN_WITH_COPIES = """
+import sys
+import torch
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+init = TransformerEncoderLayerBase.__init__
+
+
+def with_copies(self, cfg, return_fc=False):
+    init(self, cfg, return_fc)
+    q, out = self.self_attn.q_proj, self.self_attn.out_proj
+    self.in_proj_weight = torch.nn.Parameter(torch.zeros(q.weight.shape[0] * 3, q.weight.shape[1]))
+    self.in_proj_bias = torch.nn.Parameter(torch.zeros(q.bias.shape[0] * 3))
+    self.out_proj_weight = torch.nn.Parameter(torch.zeros(out.weight.shape))
+    self.out_proj_bias = torch.nn.Parameter(torch.zeros(out.bias.shape))
+    self.fc1_weight = torch.nn.Parameter(torch.zeros(self.fc1.weight.shape))
+    self.fc1_bias = torch.nn.Parameter(torch.zeros(self.fc1.bias.shape))
+    self.fc2_weight = torch.nn.Parameter(torch.zeros(self.fc2.weight.shape))
+    self.fc2_bias = torch.nn.Parameter(torch.zeros(self.fc2.bias.shape))
+
+
+TransformerEncoderLayerBase.__init__ = with_copies
+from fairseq_cli.train import cli_main
+
+sys.argv[0] = "fairseq-train"
+cli_main()
+"""
+
+
+def train_args(wmt_bin, save_dir, updates, *extra):
+    return [wmt_bin / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000",
+            "--max-update", str(updates), "--dropout", "0", "--seed", "4", "--cpu", "--save-dir", save_dir,
+            "--no-epoch-checkpoints", "--disable-validation", "--log-format", "simple", "--log-interval", "1", *extra]
+
+
+def train_losses(out):
+    return {u: loss for loss, u in re.findall(r"train_inner \| .*? loss=([0-9.]+),.*?num_updates=(\d+)", out)}
+
+
+def test_a_checkpoint_saved_with_the_copies_translates_and_resumes_like_one_without(wmt_bin, tmp_path):
+    """Written by fairseq-train with 0.12.2's layers: it loads for translation (the fast path)
+    with the outputs of the same model saved without the copies, and training resumes from
+    it (its optimizer state covers the copies too) with the same losses."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    run_cli(sys.executable, "-c", TRAIN_WITH_COPIES, *train_args(wmt_bin, old, 2))
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(old / "checkpoint_last.pt"))
+    assert "encoder.layers.0.fc1_weight" in state["model"]
+    want = train_losses(run_cli("fairseq-train", *train_args(wmt_bin, new, 3, "--save-interval-updates", "2")).stdout)
+    (at_2,) = new.glob("checkpoint_*_2.pt")
+
+    (m_old,), _ = checkpoint_utils.load_model_ensemble([str(old / "checkpoint_last.pt")])
+    (m_new,), _ = checkpoint_utils.load_model_ensemble([str(at_2)])
+    src, lengths, prev = batch()
+    with torch.no_grad():
+        assert torch.equal(m_old.eval()(src, lengths, prev)[0], m_new.eval()(src, lengths, prev)[0])
+
+    out = run_cli("fairseq-train", *train_args(wmt_bin, old, 3)).stdout
+    assert "dropped the entries of the encoder layers' 8 fast-path weight copies" in out
+    assert train_losses(out) == {"3": want["3"]}
