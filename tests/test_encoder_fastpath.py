@@ -3,6 +3,7 @@
 takes the fast path with the trained weights themselves (no untrained copies registered as
 parameters), agrees with the normal path, and checkpoints saved with the copies still load."""
 
+import inspect
 import re
 import sys
 
@@ -126,11 +127,23 @@ def test_paper_model_parameter_count_has_no_copies():
     assert parameter_distribution(model)["total"] == total
 
 
-# fairseq-train with the encoder layers as fairseq 0.12.2 built them: the copies registered
-# as the layer's own parameters (so saved in the model and in the optimizer state)
-TRAIN_WITH_COPIES = """
-import sys
-import torch
+def register_copies(layer):
+    """The copies as fairseq 0.12.2 registered them: the encoder layer's own parameters."""
+    q, out = layer.self_attn.q_proj, layer.self_attn.out_proj
+    layer.in_proj_weight = torch.nn.Parameter(torch.zeros(q.weight.shape[0] * 3, q.weight.shape[1]))
+    layer.in_proj_bias = torch.nn.Parameter(torch.zeros(q.bias.shape[0] * 3))
+    layer.out_proj_weight = torch.nn.Parameter(torch.zeros(out.weight.shape))
+    layer.out_proj_bias = torch.nn.Parameter(torch.zeros(out.bias.shape))
+    layer.fc1_weight = torch.nn.Parameter(torch.zeros(layer.fc1.weight.shape))
+    layer.fc1_bias = torch.nn.Parameter(torch.zeros(layer.fc1.bias.shape))
+    layer.fc2_weight = torch.nn.Parameter(torch.zeros(layer.fc2.weight.shape))
+    layer.fc2_bias = torch.nn.Parameter(torch.zeros(layer.fc2.bias.shape))
+
+
+# fairseq-train with the encoder layers as fairseq 0.12.2 built them (the copies saved in the
+# model and in the optimizer state)
+TRAIN_WITH_COPIES = "import sys\nimport torch\n\n\n" + inspect.getsource(register_copies) + """
+
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 init = TransformerEncoderLayerBase.__init__
@@ -138,15 +151,7 @@ init = TransformerEncoderLayerBase.__init__
 
 def with_copies(self, cfg, return_fc=False):
     init(self, cfg, return_fc)
-    q, out = self.self_attn.q_proj, self.self_attn.out_proj
-    self.in_proj_weight = torch.nn.Parameter(torch.zeros(q.weight.shape[0] * 3, q.weight.shape[1]))
-    self.in_proj_bias = torch.nn.Parameter(torch.zeros(q.bias.shape[0] * 3))
-    self.out_proj_weight = torch.nn.Parameter(torch.zeros(out.weight.shape))
-    self.out_proj_bias = torch.nn.Parameter(torch.zeros(out.bias.shape))
-    self.fc1_weight = torch.nn.Parameter(torch.zeros(self.fc1.weight.shape))
-    self.fc1_bias = torch.nn.Parameter(torch.zeros(self.fc1.bias.shape))
-    self.fc2_weight = torch.nn.Parameter(torch.zeros(self.fc2.weight.shape))
-    self.fc2_bias = torch.nn.Parameter(torch.zeros(self.fc2.bias.shape))
+    register_copies(self)
 
 
 TransformerEncoderLayerBase.__init__ = with_copies
@@ -155,6 +160,35 @@ from fairseq_cli.train import cli_main
 sys.argv[0] = "fairseq-train"
 cli_main()
 """
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["per_parameter", "flat_fp16"])
+def test_an_optimizer_state_covering_the_copies_is_cut_to_the_parameters(flat):
+    """Each state entry here holds its parameter's values, so a misplaced cut shows."""
+    from fairseq.trainer import _without_fastpath_copies
+
+    model, old = tiny("transformer"), tiny("transformer")  # the same weights
+    for layer in old.encoder.layers:
+        register_copies(layer)
+        for name in COPIES:
+            getattr(layer, name).data.fill_(-7.0)
+    params, old_params = list(model.parameters()), list(old.parameters())  # the trainer's order
+    assert len(old_params) == len(params) + len(COPIES) * len(old.encoder.layers)
+    if flat:  # --fp16: one flat fp32 parameter
+        state = {"state": {0: {"exp_avg": torch.cat([p.detach().flatten() for p in old_params]), "step": 3}},
+                 "param_groups": [{"lr": 0.1, "params": [0]}]}
+    else:
+        state = {"state": {i: {"exp_avg": p.detach().clone()} for i, p in enumerate(old_params)},
+                 "param_groups": [{"lr": 0.1, "params": list(range(len(old_params)))}]}
+    got = _without_fastpath_copies(state, model, torch.nn.Module())
+    if flat:
+        assert torch.equal(got["state"][0]["exp_avg"], torch.cat([p.detach().flatten() for p in params]))
+        assert got["state"][0]["step"] == 3 and got["param_groups"] == state["param_groups"]
+    else:
+        assert sorted(got["state"]) == got["param_groups"][0]["params"] == list(range(len(params)))
+        assert all(torch.equal(got["state"][i]["exp_avg"], p) for i, p in enumerate(params))
+        assert got["param_groups"][0]["lr"] == 0.1
+    assert _without_fastpath_copies(got, model, torch.nn.Module()) is got  # a state that fits
 
 
 def train_args(wmt_bin, save_dir, updates, *extra):
