@@ -20,7 +20,7 @@ from .conftest import TINY_STOCK_TRANSFORMER, run_cli
 # the copies fairseq 0.12.2 registered on every encoder layer (and saved in checkpoints)
 COPIES = ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",
           "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias")
-TINY = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+DIMS = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
         "--decoder-ffn-embed-dim", "64", "--encoder-layers", "2", "--decoder-layers", "2",
         "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0"]
 ARCHS = {"transformer": [], "define_transformer_tiny": ["--define-map-dim", "16", "--define-expand-dim", "64"]}
@@ -30,7 +30,7 @@ VOCAB = 40
 def tiny(arch, seed=0):
     torch.manual_seed(seed)
     parser = options.get_training_parser(default_task="translation")
-    args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", arch, *TINY, *ARCHS[arch]])
+    args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", arch, *DIMS, *ARCHS[arch]])
     vocab = dictionary_of_size(VOCAB)
     return build_model(args, VocabularyOnlyTask(vocab, vocab))
 
