@@ -6,7 +6,6 @@ from typing import Dict
 
 import torch.nn as nn
 from fairseq.modules import AdaptiveInput, AdaptiveSoftmax
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from .modules.define_embedding import UNIT_TYPES
 
@@ -24,26 +23,12 @@ INPUT_OUTPUT_NAMES = {
 }
 
 
-# fairseq 0.12.2's encoder layers hold a second copy of their weights for torch's fused
-# inference path (filled when a checkpoint is loaded, never trained): not model parameters.
-FASTPATH_COPIES = {
-    "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",
-    "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",
-}
-
-
 def parameter_distribution(model: nn.Module) -> Dict[str, int]:
     """Count each parameter once (tied weights are shared) into the paper's columns.
 
     A projective "unit" (one Linear n->m) is part of the input layer, as in Table 2's
     projective rows; every other DeFINE unit counts as DeFINE."""
-    seen = {
-        id(p)
-        for m in model.modules()
-        if isinstance(m, TransformerEncoderLayerBase)
-        for name, p in m.named_parameters(recurse=False)
-        if name in FASTPATH_COPIES
-    }
+    seen = set()
     counts = {"define": 0, "context": 0, "input_output": 0}
 
     def take(module, column):

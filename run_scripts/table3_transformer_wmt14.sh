@@ -54,8 +54,7 @@ else
   fi
   TRAIN_ARGS=(--lr 7e-4 --warmup-updates 4000 --warmup-init-lr 1e-7 --max-tokens 4096
               --update-freq $(( (8 + NUM_GPUS - 1) / NUM_GPUS )) --max-update 100000 --fp16
-              --save-interval-updates 1000 --keep-interval-updates 5
-              --ddp-backend legacy_ddp)  # fairseq's encoder layers hold never-trained fast-path weight copies
+              --save-interval-updates 1000 --keep-interval-updates 5)
   SUBSETS=(valid test)  # newstest2014 and newstest2017
   GEN_ARGS=()
 fi

@@ -51,13 +51,7 @@ def test_parameter_distribution_columns():
     units = [model.encoder.embed_tokens.unit, model.decoder.embed_tokens.unit]
     assert counts["define"] == sum(p.numel() for u in units for p in u.parameters())
     assert counts["input_output"] == 50 * 16 + 60 * 16 + 32 * 16  # two maps + d->n projection
-    assert counts["total"] == sum(p.numel() for p in model.parameters()) - fastpath_copies(model)
-
-
-def fastpath_copies(model):
-    from fairseq_define.param_report import FASTPATH_COPIES
-
-    return sum(p.numel() for layer in model.encoder.layers for n, p in layer.named_parameters(recurse=False) if n in FASTPATH_COPIES)
+    assert counts["total"] == sum(p.numel() for p in model.parameters())
 
 
 def test_projective_baseline_is_one_flag_away_and_smaller():

@@ -1,5 +1,6 @@
-"""Multi-process training on CPU (torchrun + gloo): two processes reach the same losses and
-parameters as one process with --update-freq 2, and resume."""
+"""Multi-process training on CPU (torchrun + gloo, fairseq's default pytorch_ddp, no
+--find-unused-parameters): two processes reach the same losses and parameters as one process
+with --update-freq 2, and resume; fairseq's own transformer trains the same way."""
 
 import re
 import socket
@@ -7,7 +8,7 @@ import socket
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import BIN, TINY, USER_DIR, run_cli
+from .conftest import BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, run_cli
 
 
 def free_port():
@@ -27,10 +28,13 @@ def common(wmt_bin, save_dir, updates):
             "--log-format", "simple", "--log-interval", "1", "--disable-validation"]
 
 
-def two_processes(wmt_bin, save_dir, updates):
+def torchrun(*args):
     return run_cli("torchrun", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-                   BIN / "fairseq-train", *common(wmt_bin, save_dir, updates),
-                   "--distributed-backend", "gloo", "--find-unused-parameters", timeout=900)
+                   BIN / "fairseq-train", *args, "--distributed-backend", "gloo", timeout=900)
+
+
+def two_processes(wmt_bin, save_dir, updates):
+    return torchrun(*common(wmt_bin, save_dir, updates))
 
 
 def one_process(wmt_bin, save_dir, updates):
@@ -46,7 +50,11 @@ def assert_same_model(a, b):
 
 def test_two_processes_equal_one_process_with_update_freq_2_and_resume(wmt_bin, tmp_path):
     dist, single = tmp_path / "dist", tmp_path / "single"
-    d = losses(two_processes(wmt_bin, dist, 4).stdout)
+    out = two_processes(wmt_bin, dist, 4).stdout
+    # fairseq's count is the model's true size: the paper's distribution, nothing besides
+    logged = int(re.search(r"num\. shared model params: ([0-9,]+)", out).group(1).replace(",", ""))
+    assert abs(logged / 1e6 - float(re.search(r"paper's distribution\): .*total ([0-9.]+)M", out).group(1))) < 0.006
+    d = losses(out)
     s = losses(one_process(wmt_bin, single, 4).stdout)
     assert sorted(d) == sorted(s) == [1, 2, 3, 4]
     for u in d:
@@ -62,3 +70,12 @@ def test_two_processes_equal_one_process_with_update_freq_2_and_resume(wmt_bin, 
     for u in d2:
         assert abs(d2[u] - s2[u]) <= 1e-4, (u, d2[u], s2[u])
     assert_same_model(dist, single)
+
+
+def test_stock_transformer_trains_on_two_processes(wmt_bin, tmp_path):
+    """Every parameter of fairseq's own transformer is used in a training step, so DDP needs
+    no --find-unused-parameters (fairseq 0.12.2's encoder layers held untrained copies)."""
+    out = torchrun(wmt_bin / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000",
+                   "--max-update", "3", "--cpu", "--save-dir", tmp_path, "--no-save", "--disable-validation",
+                   "--log-format", "simple", "--log-interval", "1").stdout
+    assert sorted(losses(out)) == [1, 2, 3]

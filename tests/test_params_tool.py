@@ -99,6 +99,8 @@ def test_table_3_is_the_papers_configuration(capsys):
         units = sum(p.numel() for m in (model.encoder, model.decoder) for p in m.embed_tokens.unit.parameters())
         assert float(define) == round(units / 1e6, 2), style
         assert float(total) == round((context + 2 * V * 128 + V * d + units) / 1e6, 2), style
+        assert float(total) == round(sum(p.numel() for p in model.parameters()) / 1e6, 2), style
+
     forms = re.findall(r"ratio \((\w+)\) / transformer_wmt_en_de", out)
     assert forms == ["tied_map", "tied_unit", "untied", "tied_map"]
     assert "one shared 32000-token vocabulary" in out

@@ -30,8 +30,7 @@ def load_model(path: str, data: Optional[str] = None):
 
 def checkpoint_params(path: str) -> Dict[str, float]:
     """The paper's distribution counted on a checkpoint's model, in millions: for fairseq's
-    own baselines, which log no distribution line (fairseq's "num. model params" would count
-    the encoder layers' fast-path weight copies too)."""
+    own baselines, which log no distribution line."""
     from ..param_report import parameter_distribution
 
     return {k: round(v / 1e6, 2) for k, v in parameter_distribution(load_model(path)).items()}
