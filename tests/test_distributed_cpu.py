@@ -5,6 +5,7 @@ with --update-freq 2, and resume; fairseq's own transformer trains the same way.
 import re
 import socket
 
+import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
@@ -33,12 +34,12 @@ def torchrun(*args):
                    BIN / "fairseq-train", *args, "--distributed-backend", "gloo", timeout=900)
 
 
-def two_processes(wmt_bin, save_dir, updates):
-    return torchrun(*common(wmt_bin, save_dir, updates))
+def two_processes(wmt_bin, save_dir, updates, *extra):
+    return torchrun(*common(wmt_bin, save_dir, updates), *extra)
 
 
-def one_process(wmt_bin, save_dir, updates):
-    return run_cli("fairseq-train", *common(wmt_bin, save_dir, updates), "--update-freq", "2")
+def one_process(wmt_bin, save_dir, updates, *extra):
+    return run_cli("fairseq-train", *common(wmt_bin, save_dir, updates), *extra, "--update-freq", "2")
 
 
 def assert_same_model(a, b):
@@ -79,3 +80,17 @@ def test_stock_transformer_trains_on_two_processes(wmt_bin, tmp_path):
                    "--max-update", "3", "--cpu", "--save-dir", tmp_path, "--no-save", "--disable-validation",
                    "--log-format", "simple", "--log-interval", "1").stdout
     assert sorted(losses(out)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("form", [["--define-output-layer", "untied"],
+                                  ["--define-output-layer", "tied_unit", "--share-all-embeddings"]])
+def test_output_layer_forms_train_on_two_processes_as_on_one(wmt_bin, tmp_path, form):
+    """The untied output layer (a table per side) and the output tied to the unit's outputs
+    (the unit runs twice a step) under DDP, without --find-unused-parameters."""
+    dist, single = tmp_path / "dist", tmp_path / "single"
+    d = losses(two_processes(wmt_bin, dist, 3, *form).stdout)
+    s = losses(one_process(wmt_bin, single, 3, *form).stdout)
+    assert sorted(d) == sorted(s) == [1, 2, 3]
+    for u in d:
+        assert abs(d[u] - s[u]) <= 1e-4, (u, d[u], s[u])
+    assert_same_model(dist, single)
