@@ -177,6 +177,7 @@ def _txl_small(n: int, define: bool = False) -> Tuple[str, ...]:
 # each n, and the DeFINE unit (N=3, k=4096, m=384) of every DeFINE row
 _T2_CONTEXT = 36.25
 _T2_IO = {384: 103.08, 256: 69.20, 128: 34.73, 64: 17.50}
+TABLE_2_MAP_DIMS = tuple(_T2_IO)  # n of Table 2's rows at d = 384 (also define_transformer_lm's WikiText-103 archs)
 _T2_DEFINE = 1.92
 _T2 = (("standard_d384", "Standard, n=384", "define_txl_wt103_standard_d384", 384, False, 139.33, 26.10, 27.06),
        ("define_n384", "DeFINE, n=384", "define_txl_wt103_define_n384", 384, True, 141.25, 23.59, 24.17),
