@@ -56,6 +56,10 @@ class DefineTransformerLMConfig(TransformerLanguageModelConfig, DefineConfig):
 
 @register_model("define_transformer_lm", dataclass=DefineTransformerLMConfig)
 class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageModel):
+    @classmethod
+    def hub_models(cls):
+        return {}  # fairseq's transformer_lm downloads are models without DeFINE
+
     def __init__(self, decoder, args=None):
         super().__init__(decoder)
         self.args = args  # the DeFINE settings, read when a checkpoint is loaded

@@ -1,0 +1,107 @@
+"""define_transformer_lm in process: fairseq's transformer_lm with a DeFINE input layer, of
+either map and unit style, and the projective baseline at the same n. Its output is tied at
+n (to the n-dim table, or fairseq's adaptive softmax to the adaptive map); incremental
+decoding equals a full pass; the WikiText-103 architectures keep fairseq's context model;
+settings it cannot honour are refused in one line."""
+
+from argparse import Namespace
+
+import pytest
+import torch
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_CONFIG_REGISTRY
+
+from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
+from fairseq_define.modules.define_config import DefineConfigError
+from fairseq_define.param_report import parameter_distribution
+from fairseq_define.tools.paper_tables import TABLE_2_MAP_DIMS
+
+ADAPTIVE = dict(adaptive_input=True, adaptive_input_cutoff="10,20", adaptive_input_factor=2)
+
+
+def tiny_lm(vocab=40, arch="define_transformer_lm_tiny", **settings):
+    """The tiny architecture, built as fairseq-train builds it (the arch fills what is unset)."""
+    d = Dictionary()
+    for i in range(vocab - len(d)):
+        d.add_symbol(f"w{i}")
+    args = Namespace(arch=arch, dropout=0.0, tokens_per_sample=64, **settings)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    model = DefineTransformerLanguageModel.build_model(args, Namespace(source_dictionary=d, target_dictionary=d))
+    return model.eval()
+
+
+@pytest.mark.parametrize("transform", ["define", "projective"])
+@pytest.mark.parametrize("style", ["paper", "authors"])
+@pytest.mark.parametrize("adaptive", [False, True], ids=["standard", "adaptive"])
+def test_incremental_decoding_equals_a_full_pass(transform, style, adaptive):
+    torch.manual_seed(0)
+    model = tiny_lm(define_transform=transform, define_style=style, **(ADAPTIVE if adaptive else {}))
+    tokens = torch.randint(4, 40, (2, 7))
+    state = {}
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(tokens), log_probs=True)  # [B, T, V]
+        steps = [model.get_normalized_probs(model.decoder(tokens[:, :t + 1], incremental_state=state), log_probs=True)
+                 for t in range(tokens.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(full.exp().sum(-1), torch.ones(2, 7))
+
+
+def test_standard_output_is_tied_to_the_n_dim_map_table():
+    model = tiny_lm(define_map_dim=12)
+    dec = model.decoder
+    assert dec.output_projection.weight is dec.embed_tokens.map.weight  # [V, n]
+    assert dec.embed_tokens.map.weight.shape == (40, 12)
+    assert dec.project_out_dim.weight.shape == (12, 32)  # d -> n, no bias
+    assert dec.embed_scale == 1.0  # the map scales itself by sqrt(n)
+
+
+def test_adaptive_softmax_is_tied_to_the_adaptive_map():
+    """Every band table and tail projection of fairseq's adaptive softmax is the adaptive
+    map's; only the cluster logits and d -> n are the output's own."""
+    model = tiny_lm(define_map_dim=12, **ADAPTIVE)
+    dec = model.decoder
+    amap, softmax = dec.embed_tokens.map, dec.adaptive_softmax
+    assert [band[0].weight.shape[1] for band in amap.embeddings] == [12, 6, 3]  # n / factor^i
+    assert softmax.head.word_proj.weight is amap.embeddings[0][0].weight
+    for i, tail in enumerate(softmax.tail):
+        assert tail[0].weight is amap.embeddings[i + 1][1].weight  # the band's projection, transposed
+        assert tail[2].weight is amap.embeddings[i + 1][0].weight
+    own = {id(p) for p in softmax.parameters()} - {id(p) for p in amap.parameters()}
+    assert own == {id(softmax.head.class_proj.weight)}
+    assert dec.project_out_dim.weight.shape == (12, 32)
+
+
+def test_projective_counts_as_input_output_and_define_as_define():
+    define, projective = parameter_distribution(tiny_lm()), parameter_distribution(tiny_lm(define_transform="projective"))
+    assert projective["define"] == 0 < define["define"]
+    assert projective["context"] == define["context"]
+    assert projective["input_output"] == define["input_output"] + 16 * 32 + 32  # + the linear n -> m
+
+
+def test_wikitext_103_archs_keep_fairseqs_context_model():
+    """fairseq's transformer_lm_wiki103 counts 247M (Baevski & Auli); the DeFINE rows keep its
+    context model and shrink the input-output layers with n."""
+    from fairseq_define.tools.params import build_arch
+
+    base = parameter_distribution(build_arch("transformer_lm_wiki103", 267735)[0])
+    assert round(base["total"] / 1e6) == 247
+    io = []
+    for n in TABLE_2_MAP_DIMS:
+        counts = parameter_distribution(build_arch(f"define_transformer_lm_wiki103_n{n}", 267735)[0])
+        assert counts["context"] == base["context"] and counts["define"] > 0
+        io.append(counts["input_output"])
+    assert io == sorted(io, reverse=True) and io[0] < base["input_output"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(ADAPTIVE, adaptive_softmax_cutoff="10,30"), "drop --adaptive-softmax-cutoff"),
+    (dict(adaptive_softmax_cutoff="10,20"), "add --adaptive-input"),
+    (dict(adaptive_input=True), "needs --adaptive-input-cutoff"),
+    (dict(define_transform="none"), "--arch transformer_lm"),
+    (dict(define_map="adaptive", define_adaptive_cutoff="10"), "use those"),
+    (dict(character_embeddings=True), "drop it"),
+    (dict(define_no_reduce=True), "drop --define-no-reduce"),
+])
+def test_settings_it_cannot_honour_are_refused(settings, message):
+    with pytest.raises(DefineConfigError, match=message):
+        tiny_lm(**settings)
