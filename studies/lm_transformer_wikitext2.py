@@ -5,18 +5,20 @@ baseline at the same n, and what does each save against a standard tied table?
 
   Command:   make study-tlm    (python -m studies.lm_transformer_wikitext2 [--arms "a b"] [--updates U]
              [--jobs 2]; --help). Resumable: a rerun skips finished arms, resumes a cut one.
-  Hardware:  2 CPU cores, no GPU. 6 arms of 600 updates (16 blocks of 128 tokens) and seed 2
-             of the best (valid) DeFINE and projective arms, capped at 10 minutes each, plus
-             fairseq-eval-lm on full valid and test; planned at about one hour with --jobs 2
-             (estimated from a probe of a few updates here, not measured on the whole grid).
-  Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 128 tokens,
+  Hardware:  2 CPU cores, no GPU. 6 arms of 500 updates (16 blocks of 64 tokens) and seed 2
+             of the best (valid) DeFINE and projective arms, each capped at 25 minutes (a guard:
+             every arm should reach the 500), plus fairseq-eval-lm on full valid and test.
+             Planned at about one hour with --jobs 2, from a probe here at 16 x 128 tokens on
+             a shared machine: 4.3 s an update for the standard arm (a full 33K softmax), 1.5 s
+             for the adaptive-map arms; not yet measured on the whole grid.
+  Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 64 tokens,
              --sample-break-mode none), 4 layers, d = 256, 4 heads, inner 1024, dropout 0.1,
              pre-norm (as fairseq's named transformer_lm architectures; --arch transformer_lm
              alone is post-norm),
-             Adam lr 1e-3, cosine over the budget after 100 warmup updates, clip 0.25,
+             Adam lr 1e-3, cosine over the budget after 50 warmup updates, clip 0.25,
              --ddp-backend legacy_ddp (adaptive_loss needs it), validation every 100 updates,
              seed 1; checkpoint_last (the schedule's end) scored by fairseq-eval-lm with
-             blocks of 128 and a context window of 64 tokens.
+             blocks of 64 tokens and a context window of 32 (each token scored after 32-63).
   Arms:      standard: transformer_lm, a tied 256-dim table, full softmax (cross_entropy);
              adaptive: transformer_lm with fairseq's adaptive input and adaptive softmax
              (bands 4000, 20000, factor 4: widths 256/64/16, tied tables and projections;
@@ -78,9 +80,9 @@ def arms(quick: bool) -> List[Arm]:
 
 
 def recipe(updates: int, quick: bool) -> List[str]:
-    warmup = 2 if quick else 100
-    # blocks of 128 in quick mode too: the model's positions must cover the evaluation's blocks
-    return ["--task", "language_modeling", "--tokens-per-sample", "128", "--sample-break-mode",
+    warmup = 2 if quick else 50
+    # blocks of 64 in quick mode too: the model's positions must cover the evaluation's blocks
+    return ["--task", "language_modeling", "--tokens-per-sample", "64", "--sample-break-mode",
             "none", "--batch-size", "16", "--dropout", "0.1", "--decoder-normalize-before", "--optimizer", "adam", "--lr", "1e-3",
             "--lr-scheduler", "cosine", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-7",
             "--lr-period-updates", str(max(updates - warmup, 1)), "--clip-norm", "0.25", "--ddp-backend",
@@ -94,9 +96,9 @@ STUDY = LMStudy(
     doc=__doc__, dataset="wikitext-2",
     arms=arms, recipe=recipe,
     # fairseq-eval-lm as for fairseq's own transformer_lm (the last --task wins over lib.sh's)
-    eval_args=("--task", "language_modeling", "--tokens-per-sample", "128", "--context-window", "64",
+    eval_args=("--task", "language_modeling", "--tokens-per-sample", "64", "--context-window", "32",
                "--batch-size", "8"),
-    checkpoint="checkpoint_last.pt", updates=600, minutes=10,
+    checkpoint="checkpoint_last.pt", updates=500, minutes=25,
     second_seed_families=("DeFINE", "projective"),
     header_lines=["Context model (every arm): fairseq's transformer_lm decoder, 4 layers, d = 256, 4 heads, "
                   "inner 1024; the arms differ only in the input-output layers."],
