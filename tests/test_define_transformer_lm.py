@@ -93,6 +93,12 @@ def test_wikitext_103_archs_keep_fairseqs_context_model():
     assert io == sorted(io, reverse=True) and io[0] < base["input_output"]
 
 
+def test_wikitext_103_rows_take_the_softmax_bands_from_the_map():
+    model = tiny_lm(vocab=3000, arch="define_transformer_lm_wiki103_n64", decoder_layers=1, decoder_embed_dim=32,
+                    decoder_ffn_embed_dim=64, define_expand_dim=64, adaptive_input_cutoff="200,800")
+    assert model.decoder.adaptive_softmax.cutoff == [200, 800, 3000]
+
+
 @pytest.mark.parametrize("settings, message", [
     (dict(ADAPTIVE, adaptive_softmax_cutoff="10,30"), "drop --adaptive-softmax-cutoff"),
     (dict(adaptive_softmax_cutoff="10,20"), "add --adaptive-input"),

@@ -35,7 +35,7 @@ from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import TABLE_2_MAP_DIMS
 from .inference_tables import InferenceTablesMixin
-from .named_architectures import register_architectures
+from .named_architectures import fill_defaults, register_architectures
 from .transformer_xl import UNIT as TABLE_2_UNIT
 
 logger = logging.getLogger(__name__)
@@ -212,5 +212,15 @@ ARCHITECTURES = {
         dict(decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_ffn_embed_dim=64,
              define_map_dim=16, define_expand_dim=64, define_depth=3)),
 }
-register_architectures("define_transformer_lm", WIKI103_ARCHITECTURES, base=transformer_lm_baevski_wiki103)
+
+
+def _wiki103_base(args):
+    """fairseq's transformer_lm_wiki103 defaults; the softmax bands follow the map's
+    (``--adaptive-input-cutoff`` alone changes both: the softmax is tied to the map)."""
+    if getattr(args, "adaptive_input_cutoff", None) is not None:
+        fill_defaults(args, {"adaptive_softmax_cutoff": args.adaptive_input_cutoff})
+    transformer_lm_baevski_wiki103(args)
+
+
+register_architectures("define_transformer_lm", WIKI103_ARCHITECTURES, base=_wiki103_base)
 register_architectures("define_transformer_lm", ARCHITECTURES, base=base_lm_architecture)
