@@ -111,3 +111,43 @@ def test_wikitext_103_rows_take_the_softmax_bands_from_the_map():
 def test_settings_it_cannot_honour_are_refused(settings, message):
     with pytest.raises(DefineConfigError, match=message):
         tiny_lm(**settings)
+
+
+def test_contiguous_lm_task_is_refused():
+    from fairseq_define.tasks.contiguous_lm import ContiguousLMTask
+
+    d = Dictionary()
+    args = Namespace(arch="define_transformer_lm_tiny", tokens_per_sample=8)
+    ARCH_CONFIG_REGISTRY["define_transformer_lm_tiny"](args)
+    task = ContiguousLMTask.__new__(ContiguousLMTask)  # only its type matters here
+    task.dictionary = task.output_dictionary = d
+    with pytest.raises(DefineConfigError, match="use --task language_modeling"):
+        DefineTransformerLanguageModel.build_model(args, task)
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["standard", "adaptive"])
+def test_cache_on_load_replaces_the_unit_by_its_table(adaptive):
+    """define_cache_on_load (as --model-overrides sets it) caches the unit when the
+    checkpoint's weights are loaded; the model scores as the live one."""
+    torch.manual_seed(0)
+    settings = ADAPTIVE if adaptive else {}
+    live = tiny_lm(**settings)
+    cached = tiny_lm(define_cache_on_load=True, **settings)
+    cached.load_state_dict(live.state_dict())
+    assert live.decoder.embed_tokens.unit is not None and cached.decoder.embed_tokens.unit is None
+    tokens = torch.randint(4, 40, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(cached.get_normalized_probs(cached(tokens), log_probs=True),
+                                   live.get_normalized_probs(live(tokens), log_probs=True), atol=1e-5, rtol=1e-5)
+
+
+def test_params_tool_reports_the_distribution_against_fairseqs_model(capsys):
+    from fairseq_define.tools.params import cli_main
+
+    assert cli_main(["--arch", "define_transformer_lm_wiki103_n64", "--vocab-size", "267735",
+                     "--baseline", "transformer_lm_wiki103"]) == 0
+    out = capsys.readouterr().out
+    assert "define_transformer_lm_wiki103_n64: DeFINE " in out and "Expand 64->" in out
+    assert "transformer_lm_wiki103 (same sizes): DeFINE 0.00M | context model 201.54M" in out
+    ratio = float(out.split("ratio define_transformer_lm_wiki103_n64 / transformer_lm_wiki103 = ")[1].split()[0])
+    assert ratio < 1
