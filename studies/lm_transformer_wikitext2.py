@@ -8,9 +8,10 @@ baseline at the same n, and what does each save against a standard tied table?
   Hardware:  2 CPU cores, no GPU. 6 arms of 500 updates (16 blocks of 64 tokens) and seed 2
              of the best (valid) DeFINE and projective arms, each capped at 25 minutes (a guard:
              every arm should reach the 500), plus fairseq-eval-lm on full valid and test.
-             Planned at about one hour with --jobs 2, from a probe here at 16 x 128 tokens on
-             a shared machine: 4.3 s an update for the standard arm (a full 33K softmax), 1.5 s
-             for the adaptive-map arms; not yet measured on the whole grid.
+             Planned at about one hour with --jobs 2 (two hours without), from a probe of 20
+             updates here on a shared machine (load 9 on 2 cores): 1.9 s an update for the
+             standard arm (a full 33K softmax), 0.8 s for a DeFINE arm; not yet measured on
+             the whole grid.
   Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 64 tokens,
              --sample-break-mode none), 4 layers, d = 256, 4 heads, inner 1024, dropout 0.1,
              pre-norm (as fairseq's named transformer_lm architectures; --arch transformer_lm
