@@ -11,6 +11,7 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
+from fairseq_define.errors import UserError
 from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
 from fairseq_define.modules.define_config import DefineConfigError
 from fairseq_define.param_report import parameter_distribution
@@ -107,9 +108,11 @@ def test_wikitext_103_rows_take_the_softmax_bands_from_the_map():
     (dict(define_map="adaptive", define_adaptive_cutoff="10"), "use those"),
     (dict(character_embeddings=True), "drop it"),
     (dict(define_no_reduce=True), "drop --define-no-reduce"),
+    (dict(ADAPTIVE, adaptive_input_cutoff="10,50"), "--adaptive-input-cutoff 10,50 reaches the vocabulary size 40"),
+    (dict(ADAPTIVE, define_map_dim=2, adaptive_input_factor=4), "a smaller --adaptive-input-factor"),
 ])
 def test_settings_it_cannot_honour_are_refused(settings, message):
-    with pytest.raises(DefineConfigError, match=message):
+    with pytest.raises(UserError, match=message):  # one line at the command line (fairseq_define.errors)
         tiny_lm(**settings)
 
 

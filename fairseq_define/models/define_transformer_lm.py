@@ -94,7 +94,8 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
         if args.adaptive_input:
             cutoff = utils.eval_str_list(args.adaptive_input_cutoff, type=int)
             n = args.define_map_dim
-            adaptive = ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), n, args.adaptive_input_factor, n, cutoff)
+            adaptive = ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), n, args.adaptive_input_factor, n, cutoff,
+                                              flags=("--adaptive-input-cutoff", "--adaptive-input-factor"))
             # sqrt(n): as fairseq scales its (adaptive) token embeddings by sqrt of their width
             emb = DefineEmbedding(options, len(dictionary), dictionary.pad(), embed_dim, adaptive, math.sqrt(n))
         else:
