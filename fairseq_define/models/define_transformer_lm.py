@@ -12,7 +12,6 @@ Table 2 setup). ``--define-transform projective`` is the baseline at the same n:
 n -> m instead of the unit.
 """
 
-import logging
 import math
 from dataclasses import dataclass, field
 
@@ -37,8 +36,6 @@ from ..tools.paper_tables import TABLE_2_MAP_DIMS
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
 from .transformer_xl import UNIT as TABLE_2_UNIT
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
