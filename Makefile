@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export PIP_CONSTRAINT := $(abspath constraints.txt)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast setup check recipes-small studies study-nmt study-ptb study-wt2 fairseq-tests clean-venv
+.PHONY: demo test test-fast setup check recipes-small studies study-nmt study-ptb study-wt2 study-tlm fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -35,7 +35,7 @@ recipes-small: $(STAMP)
 # the studies (docs/studies.md): quality against parameters per model family, about 2 hours
 # each on 2 CPU cores; resumable (run again to continue). ARGS go to each study, e.g.
 # ARGS=--quick (a one-minute pipeline check) or ARGS="--arms 'a b'"
-studies: study-nmt study-ptb study-wt2
+studies: study-nmt study-ptb study-wt2 study-tlm
 
 study-nmt: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.nmt_multi30k $(ARGS)
@@ -45,6 +45,9 @@ study-ptb: $(STAMP)
 
 study-wt2: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_wikitext2 $(ARGS)
+
+study-tlm: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_transformer_wikitext2 $(ARGS)
 
 # fairseq 0.12.2's own tests (from the v0.12.2 tag, in a temporary folder) on the patched
 # install; FAIRSEQ_SRC=checkout-or-archive when GitHub cannot be reached

@@ -244,6 +244,25 @@ lm_family() {
         # Dai et al.'s evaluation: segments of 64, memory 640, clamp 400, same length
         EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 64, 'mem_len': 640, 'clamp_len': 400, 'same_length': True}")
       fi ;;
+    tlm_wt103)  # fairseq's transformer_lm_wiki103 recipe (README.adaptive_inputs.md): NAG, cosine, 286K updates
+      DATASET=wikitext-103
+      # fairseq's own task and loss; perplexity's --task contiguous_lm is overridden by EVAL_ARGS' (the last wins)
+      TRAIN_ARGS=(--task language_modeling --criterion adaptive_loss --ddp-backend legacy_ddp --sample-break-mode none
+                  --no-epoch-checkpoints)
+      if [[ $SMALL == 1 ]]; then
+        TRAIN_ARGS+=(--tokens-per-sample 64 --batch-size 16 --optimizer adam --lr 1e-3
+                     --validate-interval-updates $(( UPDATES / 5 )))
+        EVAL_ARGS=(--task language_modeling --tokens-per-sample 64 --context-window 32 --batch-size 8)
+      else
+        # 3072 tokens x 3 accumulated on each of 8 GPUs: --update-freq keeps that batch on fewer
+        TRAIN_ARGS+=(--tokens-per-sample 3072 --max-tokens 3072 --update-freq $(( (24 + gpus - 1) / gpus ))
+                     --max-update 286000 --lr 1.0 --t-mult 2 --lr-period-updates 270000 --lr-scheduler cosine
+                     --lr-shrink 0.75 --warmup-updates 16000 --warmup-init-lr 1e-07 --stop-min-lr 1e-09
+                     --optimizer nag --min-lr 0.0001 --clip-norm 0.1 --skip-invalid-size-inputs-valid-test)
+        # Baevski & Auli's evaluation: blocks of 3072 tokens, each scored after 2560 of context
+        EVAL_ARGS=(--task language_modeling --tokens-per-sample 3072 --context-window 2560 --batch-size 1
+                   --softmax-batch 1024)
+      fi ;;
     awd_ptb)  # AWD-LSTM: NT-ASGD at lr 30, BPTT 70, batch 20, clip 0.25, AR 2 / TAR 1, 500 epochs
       DATASET=ptb
       TRAIN_ARGS=(--task contiguous_lm --criterion awd_lm_loss --batch-size 20 --clip-norm 0.25 --no-epoch-checkpoints)
@@ -285,6 +304,8 @@ perplexity() {
   local out
   out=$(fairseq-eval-lm "$DATA_DIR/bin" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
         --path "$1" "${EVAL_ARGS[@]}" ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"} 2>&1 < /dev/null) || { echo "$out" | tail -20 >&2; die "fairseq-eval-lm failed on $1"; }
+  # no token scored (every block longer than the model's positions) prints perplexity 1.00
+  if echo "$out" | grep -q "Evaluated 0 tokens"; then die "fairseq-eval-lm scored no token of $2 with $1 (blocks longer than the model's positions?)"; fi
   echo "$out" | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p' | tail -1
 }
 

@@ -31,6 +31,7 @@ BIN = Path(sys.executable).parent  # the CLIs of the environment running the tes
 CLI_MODULES = {
     "test_bad_input", "test_cached_tables", "test_checkpoint_safety", "test_cli_end_to_end", "test_crash_safe",
     "test_distributed_cpu", "test_lm_resume", "test_lstm_cli", "test_nmt_demo", "test_recipes", "test_studies", "test_txl_cli",
+    "test_transformer_lm_cli",
 }
 CLI_FIXTURES = {"wmt_bin", "trained", "lm_checkpoints"}
 

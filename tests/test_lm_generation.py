@@ -1,4 +1,4 @@
-"""Generation from the DeFINE language models (Transformer-XL, LSTM): fairseq's
+"""Generation from the DeFINE language models (Transformer-XL, LSTM, transformer_lm): fairseq's
 SequenceGenerator with beam search and sampling, in process, through the hub and through
 ``fairseq-generate --task language_modeling``, against recomputation from scratch:
 
@@ -18,6 +18,7 @@ from fairseq import search
 from fairseq.sequence_generator import SequenceGenerator
 
 from .conftest import USER_DIR, binarize_ptb_slice, run_cli
+from .test_define_transformer_lm import ADAPTIVE, tiny_lm
 from .test_lstm_lm import tiny_lstm
 from .test_transformer_xl import tiny_model
 
@@ -40,7 +41,12 @@ def lstm():
     return sharpened(tiny_lstm(vocab=40, define_transform="define"))
 
 
-MODELS = {"transformer_xl": txl, "lstm": lstm}
+def transformer_lm():
+    torch.manual_seed(0)
+    return sharpened(tiny_lm(vocab=40, **ADAPTIVE))
+
+
+MODELS = {"transformer_xl": txl, "lstm": lstm, "transformer_lm": transformer_lm}
 
 
 def full_scores(model, tokens):
@@ -144,13 +150,18 @@ def test_reordered_incremental_state_equals_recomputation(name):
 
 # -- through the hub and fairseq-generate, on checkpoints trained by fairseq-train ---------------
 
-COMMON = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--tokens-per-sample", "8", "--cpu",
+COMMON = ["--user-dir", USER_DIR, "--tokens-per-sample", "8", "--cpu",
           "--optimizer", "adam", "--lr", "3e-3", "--batch-size", "4", "--max-update", "4", "--disable-validation",
           "--no-epoch-checkpoints", "--log-format", "simple", "--seed", "2"]
 ARCHS = {
-    "transformer_xl": ["--arch", "define_txl_tiny", "--criterion", "projected_adaptive_loss", "--dropout", "0",
-                       "--mem-len", "64", "--define-transform", "define"],
-    "lstm": ["--arch", "define_lstm_tiny", "--criterion", "projected_adaptive_loss", "--define-transform", "define"],
+    "transformer_xl": ["--task", "contiguous_lm", "--arch", "define_txl_tiny", "--criterion", "projected_adaptive_loss",
+                       "--dropout", "0", "--mem-len", "64", "--define-transform", "define"],
+    "lstm": ["--task", "contiguous_lm", "--arch", "define_lstm_tiny", "--criterion", "projected_adaptive_loss",
+             "--define-transform", "define"],
+    # fairseq's own task and adaptive loss; positions beyond the 8-token training blocks
+    "transformer_lm": ["--task", "language_modeling", "--arch", "define_transformer_lm_tiny", "--max-target-positions",
+                       "64", "--adaptive-input", "--adaptive-input-cutoff", "200,800", "--criterion", "adaptive_loss",
+                       "--ddp-backend", "legacy_ddp"],
 }
 
 
@@ -164,10 +175,12 @@ def lm_checkpoints(tmp_path_factory, shared_data):
 
 
 def load(name, d):
+    from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
     from fairseq_define.models.lstm_lm import LSTMLanguageModel
     from fairseq_define.models.transformer_xl import TransformerXLLanguageModel
 
-    cls = TransformerXLLanguageModel if name == "transformer_xl" else LSTMLanguageModel
+    cls = {"transformer_xl": TransformerXLLanguageModel, "lstm": LSTMLanguageModel,
+           "transformer_lm": DefineTransformerLanguageModel}[name]
     return cls.from_pretrained(str(d / name), "checkpoint_last.pt", data_name_or_path=str(d / "bin"))
 
 

@@ -202,6 +202,7 @@ def test_prepare_lm_refuses_a_changed_file(tmp_path, shared_data):
     ("prepare_wmt14_en_de.sh", ["--out", "X", "--train", "/nonexistent/train"], "--train, --valid and --test go together"),
     ("prepare_wmt14_en_de.sh", ["--out", "X", "--bpe", "wordpiece"], "--bpe must be"),
     ("table6_transformations.sh", ["--small", "--rows", "hgt nosuchrow", "--workdir", "W"], "Table 6 has no row 'nosuchrow'"),
+    ("transformer_lm_wt103.sh", ["--small", "--rows", "nosuchrow", "--workdir", "W"], "Table tlm has no row 'nosuchrow'"),
     pytest.param("table3_transformer_wmt14.sh", ["--workdir", "W"], "needs CUDA GPUs",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="would start the full-scale run")),
 ])
@@ -216,7 +217,7 @@ def test_every_recipe_documents_command_hardware_and_paper_number():
     scripts = sorted(RUN_SCRIPTS.glob("table*.sh"))
     assert {s.name.split("_")[0] for s in scripts} == {"table1a", "table1c", "table2", "table3", "table5",
                                                         "table6", "table7", "table8"}
-    for s in scripts:
+    for s in scripts + [RUN_SCRIPTS / "transformer_lm_wt103.sh"]:  # and fairseq's transformer_lm, not a paper table
         head = s.read_text().split("set -euo pipefail")[0]
         for word in ("Command:", "Hardware:", "Paper:", "Expected:", "--small"):
             assert word in head, f"{s.name} does not state {word}"

@@ -14,7 +14,7 @@ from fairseq_define.errors import UserError
 from .conftest import ROOT, run_cli
 from .test_recipes import assert_png
 
-STUDIES = ("nmt_multi30k", "lm_ptb", "lm_wikitext2")
+STUDIES = ("nmt_multi30k", "lm_ptb", "lm_wikitext2", "lm_transformer_wikitext2")
 
 
 def study(name, *args, check=True):

@@ -102,7 +102,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
             raise DefineConfigError(
                 f"{args.arch} is a translation model, but this command runs a language modeling task: "
                 "use fairseq-generate / fairseq-validate with translation data (or a --arch of the "
-                "language models: define_lstm_*, define_txl_*)"
+                "language models: define_lstm_*, define_txl_*, define_transformer_lm_*)"
             )
         if args.encoder_embed_path or args.decoder_embed_path:
             raise DefineConfigError(

@@ -43,14 +43,17 @@ class ProjectedAdaptiveInput(AdaptiveInput):
     """fairseq's adaptive input, except that a band whose width already equals the output
     width has no projection (the "standard" rows of Table 2 have none)."""
 
-    def __init__(self, vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff):
-        cutoff = check_cutoff(cutoff, vocab_size, "--adaptive-cutoff")
+    def __init__(self, vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff,
+                 flags=("--adaptive-cutoff", "--div-val")):
+        """``flags``: the model's names for the cutoffs and the factor, for error messages."""
+        cutoff_flag, factor_flag = flags
+        cutoff = check_cutoff(cutoff, vocab_size, cutoff_flag)
         narrowest = int(initial_dim // (factor ** len(cutoff)))  # as AdaptiveInput sizes band i
         if narrowest < 1:
             raise UserError(
-                f"the map width {initial_dim} divided by --div-val {factor:g} for each of the "
+                f"the map width {initial_dim} divided by {factor_flag} {factor:g} for each of the "
                 f"{len(cutoff)} cutoffs leaves a band 0 dims wide; use a larger map "
-                f"(at least {int(factor ** len(cutoff))}), a smaller --div-val or fewer cutoffs"
+                f"(at least {int(factor ** len(cutoff))}), a smaller {factor_flag} or fewer cutoffs"
             )
         super().__init__(vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff + [vocab_size])
         for band in self.embeddings:

@@ -27,6 +27,7 @@ from typing import Dict, List, Tuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fairseq.modules.adaptive_softmax import TiedLinear as AdaptiveSoftmaxTiedLinear
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,9 @@ def _retie(model: nn.Module, old_weight: torch.Tensor, table: CompositionalEmbed
             if isinstance(child, nn.Linear) and child.weight is old_weight:
                 if child.bias is not None:
                     raise ValueError(f"cannot tie {name} (it has a bias) to a compressed table")
+                module._modules[name] = TiedLinear(table)
+            elif isinstance(child, AdaptiveSoftmaxTiedLinear) and child.weight is old_weight and not child.transpose:
+                # fairseq's adaptive softmax tied to an adaptive input's band table
                 module._modules[name] = TiedLinear(table)
 
 

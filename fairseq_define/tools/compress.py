@@ -56,7 +56,7 @@ def main(argv=None) -> int:
             raise UserError(
                 f"{args.path} holds a {type(model).__name__}, not a fairseq-define model: "
                 "fairseq-define-compress rewrites checkpoints of define_transformer, "
-                "define_transformer_xl and define_lstm_lm, whose loaders read the codes"
+                "define_transformer_xl, define_lstm_lm and define_transformer_lm, whose loaders read the codes"
             )
         if any(isinstance(m, CompositionalEmbedding) for m in model.modules()):
             raise UserError(f"{args.path} is already compressed")

@@ -1,0 +1,224 @@
+"""fairseq's decoder-only Transformer language model (``transformer_lm``) with a DeFINE input
+layer (paper sections 3.4 and 4.1): everything else is fairseq's own model, its task
+(``--task language_modeling``), criteria (``cross_entropy``, ``adaptive_loss``) and tools.
+
+The token embedding is a map of width n (``--define-map-dim``) followed by the DeFINE unit
+n -> m (m = ``--decoder-input-dim``, d_model unless set). The map is a standard n-dim table,
+or with ``--adaptive-input`` fairseq's adaptive input of width n (bands n / factor^i, each
+projected to n; Baevski & Auli 2019). The output is tied at the map width, as the paper ties
+it: the decoder's features are projected d -> n and scored against the n-dim table, or by
+fairseq's adaptive softmax tied to the adaptive map (tables and band projections, as in the
+Table 2 setup). ``--define-transform projective`` is the baseline at the same n: one linear
+n -> m instead of the unit.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from fairseq import utils
+from fairseq.models import register_model
+from fairseq.models.transformer import TransformerDecoder
+from fairseq.models.transformer.transformer_decoder import Linear
+from fairseq.models.transformer_lm import (
+    TransformerLanguageModel,
+    TransformerLanguageModelConfig,
+    base_lm_architecture,
+    transformer_lm_baevski_wiki103,
+)
+
+from ..modules.adaptive_io import ProjectedAdaptiveInput
+from ..modules.config_bounds import check_dropouts
+from ..modules.define_config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError
+from ..modules.define_embedding import DefineEmbedding
+from ..modules.define_options import DefineOptions
+from ..param_report import log_parameter_distribution
+from ..tools.paper_tables import TABLE_2_MAP_DIMS
+from .inference_tables import InferenceTablesMixin
+from .named_architectures import fill_defaults, register_architectures
+from .transformer_xl import UNIT as TABLE_2_UNIT
+
+
+@dataclass
+class DefineTransformerLMConfig(TransformerLanguageModelConfig, DefineConfig):
+    define_map_dim: int = field(
+        default=128,
+        metadata={"help": "n: width of the map (the first band with --adaptive-input) and of the tied output"},
+    )
+    define_transform: DEFINE_TRANSFORM_CHOICES = field(
+        default="define",
+        metadata={"help": "define (the paper's unit; its ablations: see define_transformer) or "
+                  "projective (one linear n -> m: the baseline at the same n)"},
+    )
+
+
+@register_model("define_transformer_lm", dataclass=DefineTransformerLMConfig)
+class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageModel):
+    @classmethod
+    def hub_models(cls):
+        return {}  # fairseq's transformer_lm downloads are models without DeFINE
+
+    def __init__(self, decoder, args=None):
+        super().__init__(decoder)
+        self.args = args  # the DeFINE settings, read when a checkpoint is loaded
+
+    @classmethod
+    def build_model(cls, args, task):
+        check_dropouts(args)
+        _check_settings(args, task)
+        if args.decoder_layers_to_keep:  # as fairseq's transformer_lm
+            args.decoder_layers = len(args.decoder_layers_to_keep.split(","))
+        if getattr(args, "max_target_positions", None) is None:
+            args.max_target_positions = getattr(args, "tokens_per_sample", None) or 1024
+        n = args.define_map_dim
+        args.no_scale_embedding = True  # the map scales itself by sqrt(n); the unit's output enters unscaled
+        args.decoder_output_dim = n  # features d -> n, scored against the n-dim map
+        if args.adaptive_input:  # fairseq's adaptive softmax, tied to the adaptive map
+            args.adaptive_softmax_cutoff = args.adaptive_input_cutoff
+            args.adaptive_softmax_factor = args.adaptive_input_factor
+            args.tie_adaptive_weights = args.tie_adaptive_proj = True
+        else:
+            args.share_decoder_input_output_embed = True
+        dictionary = task.source_dictionary
+        embed = cls.build_embedding(args, dictionary, args.decoder_input_dim)
+        model = cls(DefineTransformerLMDecoder(args, task.target_dictionary, embed), args)
+        log_parameter_distribution(model, getattr(args, "arch", None) or getattr(args, "_name", None))
+        return model
+
+    @classmethod
+    def build_embedding(cls, args, dictionary, embed_dim, path=None):
+        """Map (n-dim table or adaptive input of width n) -> DeFINE unit n -> ``embed_dim``."""
+        options = DefineOptions.from_config(args)
+        if args.adaptive_input:
+            cutoff = utils.eval_str_list(args.adaptive_input_cutoff, type=int)
+            n = args.define_map_dim
+            adaptive = ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), n, args.adaptive_input_factor, n, cutoff,
+                                              flags=("--adaptive-input-cutoff", "--adaptive-input-factor"))
+            # sqrt(n): as fairseq scales its (adaptive) token embeddings by sqrt of their width
+            emb = DefineEmbedding(options, len(dictionary), dictionary.pad(), embed_dim, adaptive, math.sqrt(n))
+        else:
+            emb = DefineEmbedding(options, len(dictionary), dictionary.pad(), embed_dim)
+        if emb.embedding_dim != embed_dim:
+            raise DefineConfigError(
+                f"the DeFINE unit outputs {emb.embedding_dim} dims but --decoder-input-dim is {embed_dim}; "
+                "leave --define-out-dim unset (or equal to it) and drop --define-no-reduce"
+            )
+        return emb
+
+    def define_options(self):
+        return self.args
+
+
+class DefineTransformerLMDecoder(TransformerDecoder):
+    """fairseq's TransformerDecoder whose output layer is tied to the DeFINE map at n."""
+
+    def __init__(self, args, dictionary, embed_tokens):
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
+        if self.project_out_dim is None and self.embed_dim != self.output_embed_dim:
+            # fairseq leaves d -> n out when the adaptive softmax is tied (its tied setup has
+            # n = d); here the tied softmax reads n-dim features
+            self.project_out_dim = Linear(self.embed_dim, self.output_embed_dim, bias=False)
+
+    def build_output_projection(self, args, dictionary, embed_tokens):
+        # the adaptive softmax ties to the adaptive map inside the DeFINE embedding; the
+        # standard output ties to embed_tokens.weight, the n-dim map table
+        if args.adaptive_input:
+            embed_tokens = embed_tokens.map
+        super().build_output_projection(args, dictionary, embed_tokens)
+
+
+def _check_settings(args, task) -> None:
+    """One line for each setting this model cannot honour, naming the fix."""
+    from fairseq.tasks.translation import TranslationTask
+
+    from ..tasks.contiguous_lm import ContiguousLMTask
+
+    if isinstance(task, TranslationTask):
+        raise DefineConfigError(
+            "define_transformer_lm is a language model, but this command runs a translation task: "
+            "use --task language_modeling on data binarized with fairseq-preprocess --only-source"
+        )
+    if isinstance(task, ContiguousLMTask):
+        raise DefineConfigError(
+            "define_transformer_lm reads blocks of --tokens-per-sample tokens without state between "
+            "them: use --task language_modeling (contiguous_lm is for define_txl_* and define_lstm_*)"
+        )
+    if args.character_embeddings:
+        raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
+    if str(getattr(args, "define_transform", "define")) == "none":
+        raise DefineConfigError(
+            "--define-transform none leaves an n-dim map where the decoder reads d dims: use "
+            "--arch transformer_lm for the model without DeFINE, or projective for the baseline at n"
+        )
+    if str(getattr(args, "define_map", "standard")) != "standard" or getattr(args, "define_adaptive_cutoff", None):
+        raise DefineConfigError(
+            "--define-map adaptive / --define-adaptive-cutoff: this model's adaptive map is fairseq's "
+            "--adaptive-input (with --adaptive-input-cutoff and --adaptive-input-factor); use those"
+        )
+    if args.adaptive_input:
+        if not args.adaptive_input_cutoff:
+            raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
+        if args.adaptive_softmax_cutoff and str(args.adaptive_softmax_cutoff) != str(args.adaptive_input_cutoff):
+            raise DefineConfigError(
+                f"--adaptive-softmax-cutoff {args.adaptive_softmax_cutoff} differs from --adaptive-input-cutoff "
+                f"{args.adaptive_input_cutoff}: the softmax is tied to the adaptive map, so it takes the map's "
+                "bands; drop --adaptive-softmax-cutoff"
+            )
+    elif args.adaptive_softmax_cutoff:
+        raise DefineConfigError(
+            "--adaptive-softmax-cutoff without --adaptive-input: the output is tied to the n-dim map table; "
+            "add --adaptive-input --adaptive-input-cutoff (the same bands) for an adaptive map and softmax"
+        )
+
+
+# -- named architectures ---------------------------------------------------------------
+# WIKI103 rows are fairseq's transformer_lm_wiki103 (16 layers, d 1024, adaptive input and
+# softmax 20000,60000 factor 4, tied) with its adaptive input at width n and a DeFINE unit
+# (Table 2's N=3, k=4096; m = d) or the projective baseline; n as Table 2's rows.
+
+def _wiki103(n: int, transform: str) -> tuple:
+    """(docstring, settings) of the WikiText-103 row at ``n`` (one of Table 2's)."""
+    if n not in TABLE_2_MAP_DIMS:
+        raise ValueError(f"n={n} is not one of Table 2's rows {TABLE_2_MAP_DIMS}")
+    if transform == "define":
+        return (f"transformer_lm_wiki103 with DeFINE: adaptive input n={n} (factor 4), DeFINE N=3, k=4096, "
+                f"m=1024, adaptive softmax tied at n={n}", dict(define_map_dim=n, **TABLE_2_UNIT))
+    return (f"transformer_lm_wiki103 with adaptive input n={n} (factor 4) and one linear n -> 1024, adaptive "
+            f"softmax tied at n={n}: the baseline of the DeFINE row at the same n",
+            dict(define_map_dim=n, define_transform="projective"))
+
+
+WIKI103_ARCHITECTURES = {
+    "define_transformer_lm_wiki103": _wiki103(128, "define"),  # n of the Table 2 row that Table 5 compresses
+    "define_transformer_lm_wiki103_n384": _wiki103(384, "define"),
+    "define_transformer_lm_wiki103_n256": _wiki103(256, "define"),
+    "define_transformer_lm_wiki103_n128": _wiki103(128, "define"),
+    "define_transformer_lm_wiki103_n64": _wiki103(64, "define"),
+    "define_transformer_lm_wiki103_projective_n384": _wiki103(384, "projective"),
+    "define_transformer_lm_wiki103_projective_n256": _wiki103(256, "projective"),
+    "define_transformer_lm_wiki103_projective_n128": _wiki103(128, "projective"),
+    "define_transformer_lm_wiki103_projective_n64": _wiki103(64, "projective"),
+}
+ARCHITECTURES = {
+    "define_transformer_lm_small": (
+        "For WikiText-2 on a CPU: 4 layers, d=256 (4 heads), inner 1024, adaptive input n=128 (cutoffs "
+        "4000,20000, factor 4), DeFINE N=3, k=1024, adaptive softmax tied at n",
+        dict(decoder_layers=4, decoder_embed_dim=256, decoder_attention_heads=4, decoder_ffn_embed_dim=1024,
+             adaptive_input=True, adaptive_input_cutoff="4000,20000", define_map_dim=128, define_expand_dim=1024,
+             define_depth=3)),
+    "define_transformer_lm_tiny": (
+        "For tests: 2 layers, d=32 (2 heads), inner 64, a standard n=16 table, DeFINE N=3, k=64",
+        dict(decoder_layers=2, decoder_embed_dim=32, decoder_attention_heads=2, decoder_ffn_embed_dim=64,
+             define_map_dim=16, define_expand_dim=64, define_depth=3)),
+}
+
+
+def _wiki103_base(args):
+    """fairseq's transformer_lm_wiki103 defaults; the softmax bands follow the map's
+    (``--adaptive-input-cutoff`` alone changes both: the softmax is tied to the map)."""
+    if getattr(args, "adaptive_input_cutoff", None) is not None:
+        fill_defaults(args, {"adaptive_softmax_cutoff": args.adaptive_input_cutoff})
+    transformer_lm_baevski_wiki103(args)
+
+
+register_architectures("define_transformer_lm", WIKI103_ARCHITECTURES, base=_wiki103_base)
+register_architectures("define_transformer_lm", ARCHITECTURES, base=base_lm_architecture)

@@ -1,0 +1,109 @@
+"""Study 4: fairseq's own transformer_lm on WikiText-2, its input-output layers swapped. At
+equal updates, how does DeFINE on an adaptive input of width n compare with Baevski & Auli's
+adaptive input (fairseq's implementation, tied adaptive softmax) and with the projective
+baseline at the same n, and what does each save against a standard tied table?
+
+  Command:   make study-tlm    (python -m studies.lm_transformer_wikitext2 [--arms "a b"] [--updates U]
+             [--jobs 2]; --help). Resumable: a rerun skips finished arms, resumes a cut one.
+  Hardware:  2 CPU cores, no GPU. 6 arms of 500 updates (16 blocks of 64 tokens) and seed 2
+             of the best (valid) DeFINE and projective arms, each capped at 25 minutes (a guard:
+             every arm should reach the 500), plus fairseq-eval-lm on full valid and test.
+             Planned at about one hour with --jobs 2 (two hours without), from a probe of 20
+             updates here on a shared machine (load 9 on 2 cores): 1.9 s an update for the
+             standard arm (a full 33K softmax), 0.8 s for a DeFINE arm; not yet measured on
+             the whole grid.
+  Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 64 tokens,
+             --sample-break-mode none), 4 layers, d = 256, 4 heads, inner 1024, dropout 0.1,
+             pre-norm (as fairseq's named transformer_lm architectures; --arch transformer_lm
+             alone is post-norm),
+             Adam lr 1e-3, cosine over the budget after 50 warmup updates, clip 0.25,
+             --ddp-backend legacy_ddp (adaptive_loss needs it), validation every 100 updates,
+             seed 1; checkpoint_last (the schedule's end) scored by fairseq-eval-lm with
+             blocks of 64 tokens and a context window of 32 (each token scored after 32-63).
+  Arms:      standard: transformer_lm, a tied 256-dim table, full softmax (cross_entropy);
+             adaptive: transformer_lm with fairseq's adaptive input and adaptive softmax
+             (bands 4000, 20000, factor 4: widths 256/64/16, tied tables and projections;
+             adaptive_loss); at n = 128 and 64: define_transformer_lm_small with an adaptive input
+             of width n (same bands and factor) and the DeFINE unit n -> 256 (paper style,
+             k = 1024, N = 3), or the projective baseline (one linear n -> 256), the
+             adaptive softmax tied at n (adaptive_loss).
+  Expected:  not run yet (the lead runs it). By Table 2 and study 3 (Transformer-XL on this
+             corpus): DeFINE below projective at equal n by a few percent of perplexity, for
+             about 1M more parameters; fairseq's adaptive input at d = 256 has more
+             input-output parameters than either and should be at least as good at this budget.
+  Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
+             (Baevski & Auli 2019: transformer_lm_wiki103, 247M parameters, 18.7 test
+             perplexity on WikiText-103). Table 2 (Transformer-XL, WikiText-103), test
+             perplexity: projective / DeFINE n=128 29.16 / 26.33, n=64 33.74 / 29.10.
+  Output:    docs/studies/lm_transformer_wikitext2/{results.md,params_vs_quality.png,
+             valid_curves.png}; runs in work/studies/lm_transformer_wikitext2/<arm>/.
+"""
+
+from typing import List
+
+from .common import Arm
+from .lm import LMStudy, run
+
+CUTOFF = "4000,20000"  # WikiText-2's 33,278 types: about 12% and 60% in the first two bands
+ADAPTIVE_LOSS = ("--criterion", "adaptive_loss")
+
+
+def sizes(quick: bool) -> tuple:
+    layers, d, heads, ffn = (2, 32, 2, 64) if quick else (4, 256, 4, 1024)
+    return ("--decoder-layers", str(layers), "--decoder-embed-dim", str(d), "--decoder-attention-heads", str(heads),
+            "--decoder-ffn-embed-dim", str(ffn))
+
+
+def arms(quick: bool) -> List[Arm]:
+    # quick: 2 layers, d = 32, n = 16, k = 64 (the tiny architecture's unit) on slices
+    d, ns, k, cutoff = (32, (16,), 64, "200,800") if quick else (256, (128, 64), 1024, CUTOFF)
+    size = sizes(quick)
+    dims = ("--decoder-input-dim", str(d), "--decoder-output-dim", str(d))  # transformer_lm keeps 512 unless set
+    adaptive = ("--adaptive-input", "--adaptive-input-cutoff", cutoff)
+    out = [
+        Arm(f"standard_d{d}", "standard", "transformer_lm",
+            size + dims + ("--share-decoder-input-output-embed",), d, d, sized=len(size)),
+        Arm(f"adaptive_d{d}", "adaptive input", "transformer_lm",
+            size + dims + adaptive + ("--adaptive-softmax-cutoff", cutoff, "--tie-adaptive-weights",
+                                      "--tie-adaptive-proj") + ADAPTIVE_LOSS, d, d, sized=len(size)),
+    ]
+    for n in ns:
+        unit = ("--define-map-dim", str(n), "--define-expand-dim", str(k), "--define-depth", "3")
+        out.append(Arm(f"projective_n{n}", "projective", "define_transformer_lm_small",
+                       size + adaptive + unit + ("--define-transform", "projective") + ADAPTIVE_LOSS, d, n,
+                       sized=len(size)))
+        out.append(Arm(f"define_n{n}", "DeFINE", "define_transformer_lm_small",
+                       size + adaptive + unit + ("--define-transform", "define", "--define-style", "paper")
+                       + ADAPTIVE_LOSS, d, n, sized=len(size)))
+    if quick:
+        return [out[1], next(a for a in out if a.family == "DeFINE")]
+    return out
+
+
+def recipe(updates: int, quick: bool) -> List[str]:
+    warmup = 2 if quick else 50
+    # blocks of 64 in quick mode too: the model's positions must cover the evaluation's blocks
+    return ["--task", "language_modeling", "--tokens-per-sample", "64", "--sample-break-mode",
+            "none", "--batch-size", "16", "--dropout", "0.1", "--decoder-normalize-before", "--optimizer", "adam", "--lr", "1e-3",
+            "--lr-scheduler", "cosine", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-7",
+            "--lr-period-updates", str(max(updates - warmup, 1)), "--clip-norm", "0.25", "--ddp-backend",
+            "legacy_ddp", "--no-epoch-checkpoints",
+            "--validate-interval-updates", str(max(updates // 2, 1) if quick else 100)]
+
+
+STUDY = LMStudy(
+    name="lm_transformer_wikitext2",
+    title="Study 4: WikiText-2, fairseq's transformer_lm with adaptive input, DeFINE and projective input layers",
+    doc=__doc__, dataset="wikitext-2",
+    arms=arms, recipe=recipe,
+    # fairseq-eval-lm as for fairseq's own transformer_lm (the last --task wins over lib.sh's)
+    eval_args=("--task", "language_modeling", "--tokens-per-sample", "64", "--context-window", "32",
+               "--batch-size", "8"),
+    checkpoint="checkpoint_last.pt", updates=500, minutes=25,
+    second_seed_families=("DeFINE", "projective"),
+    header_lines=["Context model (every arm): fairseq's transformer_lm decoder, 4 layers, d = 256, 4 heads, "
+                  "inner 1024; the arms differ only in the input-output layers."],
+)
+
+if __name__ == "__main__":
+    run(STUDY)
