@@ -200,7 +200,7 @@ NMT_VARIANTS = (("projective", ["--define-transform", "projective", "--define-ou
 OUTPUT_VARIANTS = tuple((form, ["--define-output-layer", form]) for form in ("tied_map", "untied", "tied_unit"))
 
 
-def build_nmt_variants(layers, variants=NMT_VARIANTS):
+def build_nmt_variants(layers, variants=NMT_VARIANTS, vocab=32000):
     from fairseq import options
     from fairseq.models import build_model
 
@@ -212,7 +212,7 @@ def build_nmt_variants(layers, variants=NMT_VARIANTS):
         args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_wmt_en_de",
                                                      "--encoder-layers", str(layers), "--decoder-layers", str(layers),
                                                      "--dropout", "0", "--share-all-embeddings", *extra])
-        d = dictionary_of_size(32000)
+        d = dictionary_of_size(vocab)
         torch.manual_seed(0)
         models[name] = build_model(args, VocabularyOnlyTask(d, d))
     return models
@@ -248,34 +248,11 @@ def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     return interleaved(steps, rounds=rounds, min_run_time=min_run_time)
 
 
-def bench_train(device, dtype, min_run_time, layers, batches, compile_unit):
-    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers).items()}
-    for rows, length in batches:
-        print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K "
-              f"vocabulary, {rows}x{length} source and target tokens of WMT news text")
-        src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
-        prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
-        lengths = torch.full((rows,), length, device=device)
-
-        def make_step(model):
-            model.train()
-
-            def step():
-                out, _ = model(src, lengths, prev)
-                out.float().logsumexp(-1).sum().backward()
-
-            return step
-
-        # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
-        report(timed_variants(models, make_step, 9, min_run_time / 4, compile_unit), rows * length)
-
-
-def bench_output_forms(device, dtype, min_run_time, layers, rows, length):
-    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers, OUTPUT_VARIANTS).items()}
-    print(f"\n5. training step (forward+backward) of define_transformer_wmt_en_de with {layers}+{layers} layers, a "
-          f"shared 32K vocabulary, each output layer; {rows}x{length} source and target tokens of WMT news text")
-    src = real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device)
-    prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), 32000, rows, length).to(device)
+def nmt_step_maker(device, rows, length, vocab=32000):
+    """``make_step(model)``: one training step (forward+backward) of an NMT model on rows x
+    length source and target tokens of WMT news text."""
+    src = real_token_ids(corpus("wmt-news-proxy", "train.en"), vocab, rows, length).to(device)
+    prev = real_token_ids(corpus("wmt-news-proxy", "train.de"), vocab, rows, length).to(device)
     lengths = torch.full((rows,), length, device=device)
 
     def make_step(model):
@@ -287,6 +264,24 @@ def bench_output_forms(device, dtype, min_run_time, layers, rows, length):
 
         return step
 
+    return make_step
+
+
+def bench_train(device, dtype, min_run_time, layers, batches, compile_unit):
+    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers).items()}
+    for rows, length in batches:
+        print(f"\n2. training step (forward+backward), define_transformer_wmt_en_de with {layers}+{layers} layers, 32K "
+              f"vocabulary, {rows}x{length} source and target tokens of WMT news text")
+        make_step = nmt_step_maker(device, rows, length)
+        # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
+        report(timed_variants(models, make_step, 9, min_run_time / 4, compile_unit), rows * length)
+
+
+def bench_output_forms(device, dtype, min_run_time, layers, rows, length, vocab=32000):
+    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers, OUTPUT_VARIANTS, vocab).items()}
+    print(f"\n5. training step (forward+backward) of define_transformer_wmt_en_de with {layers}+{layers} layers, a "
+          f"shared {vocab}-token vocabulary, each output layer; {rows}x{length} source and target tokens of WMT news text")
+    make_step = nmt_step_maker(device, rows, length, vocab)
     report(interleaved({n: make_step(m) for n, m in models.items()}, 5, min_run_time / 2), rows * length, base="tied_map")
 
 
@@ -435,7 +430,8 @@ def main():
         bench_params()
     if args.only in (None, 5):
         rows, length = [int(v) for v in args.nmt_batch.split()[-1].split("x")]
-        bench_output_forms(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length)
+        bench_output_forms(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length,
+                           **({"vocab": 500} if quick else {}))
 
 
 if __name__ == "__main__":
