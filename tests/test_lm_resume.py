@@ -34,9 +34,9 @@ MODELS = {"transformer_xl": TXL, "lstm": LSTM_MODEL + NT_ASGD}
 
 
 @pytest.fixture(scope="module")
-def ptb_bin(tmp_path_factory, shared_data):
+def ptb_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("ptb_resume")
-    return binarize_ptb_slice(d, shared_data, 96, 30)
+    return binarize_ptb_slice(d, 96, 30)
 
 
 def train(ptb_bin, model, save_dir, *extra):
