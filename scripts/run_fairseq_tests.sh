@@ -38,7 +38,7 @@ PYEOF
   fi
   [ -f "$ARCHIVE" ] || { echo "$0: error: FAIRSEQ_SRC=$ARCHIVE is neither a folder nor an archive" >&2; exit 2; }
   mkdir "$TMP/src"
-  tar xzf "$ARCHIVE" -C "$TMP/src" --strip-components=1 || { echo "$0: error: cannot unpack $ARCHIVE (a .tar.gz of fairseq v0.12.2 expected)" >&2; exit 2; }
+  tar xzf "$ARCHIVE" -C "$TMP/src" --strip-components=1 2>/dev/null || { echo "$0: error: cannot unpack $ARCHIVE (a .tar.gz of fairseq v0.12.2 expected)" >&2; exit 2; }
   SRC=$TMP/src
 fi
 [ -d "$SRC/tests" ] || { echo "$0: error: $SRC has no tests/ folder (the PyPI sdist has none: use the v0.12.2 tag)" >&2; exit 2; }
