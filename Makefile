@@ -50,9 +50,10 @@ study-tlm: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_transformer_wikitext2 $(ARGS)
 
 # fairseq 0.12.2's own tests (from the v0.12.2 tag, in a temporary folder) on the patched
-# install; FAIRSEQ_SRC=checkout-or-archive when GitHub cannot be reached
+# install: FAIRSEQ_SRC=checkout-or-archive, by default ../shared/fairseq's archive when it is
+# there, else GitHub's; what is left out and why: scripts/run_fairseq_tests.sh
 fairseq-tests: $(STAMP)
-	bash scripts/run_fairseq_tests.sh $(PYTEST_ARGS)
+	TEST_WORKERS=$(TEST_WORKERS) bash scripts/run_fairseq_tests.sh $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check

@@ -302,9 +302,9 @@ def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, rese
 def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):
     from .conftest import head
 
-    toy = shared_data / "toy_ende_10k"
-    head(toy / "src-train.txt", tmp_path / "train.en", 0, 200)
-    head(toy / "tgt-train.txt", tmp_path / "train.de", 0, 200)
+    news = shared_data / "wmt_news"
+    head(news / "train.en", tmp_path / "train.en", 0, 200)
+    head(news / "train.de", tmp_path / "train.de", 0, 200)
     run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", tmp_path / "train", "--validpref",
             tmp_path / "train", "--destdir", tmp_path / "bin", "--workers", "1")
     before = snapshot(tmp_path / "bin")
@@ -467,10 +467,10 @@ def test_translation_checkpoint_in_eval_lm(bin_copy, trained):
                       "a translation checkpoint goes with fairseq-generate")
 
 
-def test_language_model_data_in_generate(trained, tmp_path, shared_data):
-    from .conftest import head
+def test_language_model_data_in_generate(trained, tmp_path):
+    from .conftest import head, ptb_style
 
-    head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 50)
+    head(ptb_style("valid"), tmp_path / "valid.txt", 0, 50)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
             tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
     proc = run_cli("fairseq-generate", tmp_path / "lm", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",

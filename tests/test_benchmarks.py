@@ -54,8 +54,8 @@ def test_reference_gradients_equal_ours():
 
 
 @pytest.mark.cli
-def test_every_benchmark_runs_in_quick_mode(shared_data):
-    out = run_cli(sys.executable, ROOT / "benchmarks" / "bench_define.py", "--quick", "--data-root", shared_data,
+def test_every_benchmark_runs_in_quick_mode(corpus_root):
+    out = run_cli(sys.executable, ROOT / "benchmarks" / "bench_define.py", "--quick", "--data-root", corpus_root,
                   env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}).stdout
     assert out.startswith("machine: ") or "\nmachine: " in out
     for heading in ("1a. DeFINE unit", "1b. authors-style", "2. training step", "3. embedding lookup",

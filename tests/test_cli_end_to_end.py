@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from .conftest import TINY, USER_DIR, head, run_cli
+from .conftest import TINY, USER_DIR, head, ptb_style, run_cli
 
 
 def test_generate_and_score(wmt_bin, trained):
@@ -87,10 +87,10 @@ def test_paper_architecture_starts_training(wmt_bin, tmp_path):
     assert re.search(r"num_updates 1\b", out.stdout)
 
 
-def test_language_model_cli_and_eval_lm(shared_data, tmp_path):
+def test_language_model_cli_and_eval_lm(tmp_path):
     """fairseq-eval-lm (and --sample-break-mode eos, a numpy-2 fix) on a PTB slice."""
-    head(shared_data / "ptb" / "ptb.train.txt", tmp_path / "train.txt", 0, 800)
-    head(shared_data / "ptb" / "ptb.valid.txt", tmp_path / "valid.txt", 0, 100)
+    head(ptb_style("train"), tmp_path / "train.txt", 0, 800)
+    head(ptb_style("valid"), tmp_path / "valid.txt", 0, 100)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",
             tmp_path / "valid.txt", "--destdir", tmp_path / "bin", "--workers", "1")
     train = run_cli("fairseq-train", tmp_path / "bin", "--task", "language_modeling", "--arch", "transformer_lm",

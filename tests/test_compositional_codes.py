@@ -44,12 +44,15 @@ def test_least_squares_codebooks_rebuild_a_representable_table_exactly():
 
 
 @pytest.fixture(scope="module")
-def ptb_word_vectors(shared_data):
-    """A table with the structure of real word vectors: PPMI-SVD vectors [1500, 32] of PTB's
-    1500 most frequent words (co-occurrence within 2 tokens, first 20K training lines)."""
+def ptb_word_vectors():
+    """A table with the structure of real word vectors: PPMI-SVD vectors [1500, 32] of the
+    1500 most frequent words of the PTB-format test slice (co-occurrence within 2 tokens, its
+    3,000 training lines)."""
     from collections import Counter
 
-    lines = (shared_data / "ptb" / "ptb.train.txt").read_text().split("\n")[:20000]
+    from .conftest import ptb_style
+
+    lines = ptb_style("train").read_text(encoding="utf-8").split("\n")
     words = [w for line in lines for w in line.split()]
     vocab = {w: i for i, (w, _) in enumerate(Counter(words).most_common(1500))}
     ids = torch.tensor([vocab.get(w, -1) for w in words])

@@ -25,9 +25,9 @@ def nmt_args(wmt_bin, save_dir):
 
 
 @pytest.fixture(scope="module")
-def lm_bin(tmp_path_factory, shared_data):
+def lm_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("ptb")
-    binarize_ptb_slice(d, shared_data, 1500, 100)
+    binarize_ptb_slice(d, 1500, 100)
     return d
 
 

@@ -17,17 +17,17 @@ from fairseq_define.modules.group_linear import GroupLinear
 from fairseq_define.modules.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
-from .conftest import define_options
+from .conftest import define_options, ptb_style
 
 TOP = 100  # the most frequent words, whose outputs are compared
 COLLAPSED = 0.9  # mean pairwise cosine; the unit reaches 0.98-0.99 without the scale
 
 
 @pytest.fixture(scope="module")
-def ptb_stream(shared_data):
-    """The first 1000 lines of PTB's training text as one stream, with a frequency-sorted
-    dictionary (as fairseq-preprocess builds it)."""
-    with open(shared_data / "ptb" / "ptb.train.txt", encoding="utf-8") as f:
+def ptb_stream():
+    """The first 1000 lines of the PTB-format training text as one stream, with a
+    frequency-sorted dictionary (as fairseq-preprocess builds it)."""
+    with open(ptb_style("train"), encoding="utf-8") as f:
         lines = [line.split() + ["</s>"] for _, line in zip(range(1000), f)]
     counts = Counter(w for line in lines for w in line if w != "</s>")
     d = Dictionary()

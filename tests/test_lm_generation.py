@@ -166,9 +166,9 @@ ARCHS = {
 
 
 @pytest.fixture(scope="module")
-def lm_checkpoints(tmp_path_factory, shared_data):
+def lm_checkpoints(tmp_path_factory):
     d = tmp_path_factory.mktemp("lm_gen")
-    binarize_ptb_slice(d, shared_data, 300, 3)
+    binarize_ptb_slice(d, 300, 3)
     for name, arch in ARCHS.items():
         run_cli("fairseq-train", d / "bin", *COMMON, *arch, "--save-dir", d / name)
     return d

@@ -18,7 +18,7 @@ from fairseq_define.tasks.contiguous_lm import ContiguousStreamDataset, StreamBa
 
 from .conftest import USER_DIR, binarize_ptb_slice, run_cli
 
-# 96 lines of PTB: 2,039 tokens, 4 streams of 26 segments of 20 tokens per epoch
+# 79 lines of the PTB-format slice: 2,037 tokens, 4 streams of 26 segments of 20 tokens per epoch
 K, N = 32, 40  # the stop (epoch 2, segment 6) and the end
 COMMON = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--tokens-per-sample", "20",
           "--batch-size", "4", "--cpu", "--seed", "5", "--log-format", "simple", "--no-epoch-checkpoints"]
@@ -33,9 +33,9 @@ MODELS = {"transformer_xl": TXL, "lstm": LSTM_MODEL + NT_ASGD}
 
 
 @pytest.fixture(scope="module")
-def ptb_bin(tmp_path_factory, shared_data):
+def ptb_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("ptb_resume")
-    return binarize_ptb_slice(d, shared_data, 96, 30)
+    return binarize_ptb_slice(d, 79, 30)
 
 
 def train(ptb_bin, model, save_dir, *extra):

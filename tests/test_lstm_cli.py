@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from .conftest import USER_DIR, head, run_cli
+from .conftest import USER_DIR, head, ptb_style, run_cli
 
 LSTM = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_lstm_tiny",
         "--tokens-per-sample", "20", "--cpu", "--no-epoch-checkpoints", "--log-format", "simple",
@@ -19,12 +19,11 @@ AWD = ["--criterion", "awd_lm_loss", "--optimizer", "nt_asgd", "--lr-scheduler",
 
 
 @pytest.fixture(scope="session")
-def ptb_bin(tmp_path_factory, shared_data):
+def ptb_bin(tmp_path_factory):
     d = tmp_path_factory.mktemp("ptb")
-    ptb = shared_data / "ptb"
-    head(ptb / "ptb.train.txt", d / "train.txt", 0, 600)
-    head(ptb / "ptb.valid.txt", d / "valid.txt", 0, 80)
-    head(ptb / "ptb.test.txt", d / "test.txt", 0, 80)
+    head(ptb_style("train"), d / "train.txt", 0, 600)
+    head(ptb_style("valid"), d / "valid.txt", 0, 80)
+    head(ptb_style("test"), d / "test.txt", 0, 80)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
             "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
     return d / "bin"

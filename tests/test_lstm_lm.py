@@ -288,13 +288,15 @@ REPRESENTATIVE_ARCHS = ["define_lstm_wt103_r1_standard", "define_lstm_wt103_r2_a
 
 
 @pytest.mark.parametrize("arch", REPRESENTATIVE_ARCHS)
-def test_named_architectures_train_a_step_on_ptb(arch, shared_data):
-    """A named architecture at its full size, built by fairseq's parser on PTB's dictionary
-    (WikiText-103's cutoffs replaced by ones that fit 10K words), one step."""
+def test_named_architectures_train_a_step_on_ptb(arch):
+    """A named architecture at its full size, built by fairseq's parser on a PTB-format
+    dictionary (WikiText-103's cutoffs replaced by ones that fit 10K words), one step."""
     from fairseq import options
 
+    from .conftest import ptb_style
+
     d = Dictionary()
-    lines = (shared_data / "ptb" / "ptb.valid.txt").read_text(encoding="utf-8").splitlines()[:400]
+    lines = ptb_style("train").read_text(encoding="utf-8").splitlines()[:1000]  # 3,000 words
     for line in lines:
         for w in line.split():
             d.add_symbol(w)

@@ -35,28 +35,28 @@ NMT_TRAIN_PAIRS = 3000  # of the proxy corpus's 23,739: tokenizing and learning 
 
 
 @pytest.fixture(scope="module")
-def nmt_run(tmp_path_factory, shared_data):
+def nmt_run(tmp_path_factory, corpus_root):
     """The recipe as it stands, trained on the proxy corpus's first pairs (--local; the test
     sets are the real ones, from the data root)."""
     work = tmp_path_factory.mktemp("table3")
     local = work / "local"
     local.mkdir()
-    proxy = shared_data / "wmt14_en_de" / "train_news_proxy"
+    proxy = corpus_root / "wmt14_en_de" / "train_news_proxy"
     for lang in ("en", "de"):
         head(proxy / f"train.{lang}", local / f"train.{lang}", 0, NMT_TRAIN_PAIRS)
     out = recipe("table3_transformer_wmt14.sh", "--small", "--local", local, "--updates", "24", "--minutes", "60",
                  "--max-eval-lines", "40", "--workdir", work / "runs", "--prepared-dir", work / "data",
-                 "--data-root", shared_data).stdout
+                 "--data-root", corpus_root).stdout
     assert f"train {NMT_TRAIN_PAIRS:9d} pairs" in out
     return work, out
 
 
-def test_nmt_recipe_prepares_real_wmt_text(nmt_run, shared_data):
+def test_nmt_recipe_prepares_real_wmt_text(nmt_run, corpus_root):
     work, _ = nmt_run
     data = work / "data" / "wmt_news_proxy-eval40"
     # raw test references are the untokenized newstest2014 lines, in order
     refs = (data / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
-    full = (shared_data / "wmt14_en_de" / "test" / "newstest2014.de").read_text(encoding="utf-8").splitlines()
+    full = (corpus_root / "wmt14_en_de" / "test" / "newstest2014.de").read_text(encoding="utf-8").splitlines()
     assert refs == full[:40]
     assert (data / "splits.txt").read_text().split() == ["valid", "newstest2013", "40", "test", "newstest2014", "40"]
     bpe = (data / "bpe" / "train.en").read_text(encoding="utf-8")
@@ -128,11 +128,11 @@ def test_nmt_recipe_writes_the_results_table_and_curves(nmt_run):
 
 
 @pytest.fixture(scope="module")
-def lm_run(tmp_path_factory, shared_data):
+def lm_run(tmp_path_factory, corpus_root):
     work = tmp_path_factory.mktemp("table1c")
     # --minutes: the small mode's time cap would cut the 30 updates short on a loaded machine
     args = ("--small", "--updates", "30", "--minutes", "60", "--max-eval-lines", "150", "--workdir", work / "runs",
-            "--prepared-dir", work / "data", "--data-root", shared_data)
+            "--prepared-dir", work / "data", "--data-root", corpus_root)
     out = recipe("table1c_awd_lstm_ptb.sh", *args).stdout
     return work, args, out
 
@@ -184,9 +184,9 @@ def test_correlation_maps_of_a_trained_recipe_model(lm_run, tmp_path):
     assert np.isfinite(img).all()
 
 
-def test_prepare_lm_refuses_a_changed_file(tmp_path, shared_data):
+def test_prepare_lm_refuses_a_changed_file(tmp_path, corpus_root):
     local = tmp_path / "ptb"
-    shutil.copytree(shared_data / "ptb", local)
+    shutil.copytree(corpus_root / "ptb", local)
     with open(local / "ptb.valid.txt", "a") as f:
         f.write(" extra line\n")
     out = run_cli("bash", RUN_SCRIPTS / "prepare_lm.sh", "--dataset", "ptb", "--local", local,

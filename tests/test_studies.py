@@ -23,9 +23,9 @@ def study(name, *args, check=True):
 
 
 @pytest.fixture(scope="module", params=STUDIES)
-def quick_run(request, tmp_path_factory, shared_data):
+def quick_run(request, tmp_path_factory, corpus_root):
     work = tmp_path_factory.mktemp(request.param)
-    args = ("--quick", "--workdir", work, "--data-root", shared_data, "--jobs", "2")
+    args = ("--quick", "--workdir", work, "--data-root", corpus_root, "--jobs", "2")
     if request.param == "nmt_multi30k":
         args += ("--find-budget",)
     first = study(request.param, *args).stdout
