@@ -212,15 +212,15 @@ def test_cached_tables_give_the_live_outputs(form):
 
 @pytest.mark.parametrize("variant", ["shared", "separate"])
 def test_checkpoints_from_before_the_output_setting_load_as_they_were_built(variant, tmp_path):
-    """tests/data/legacy: checkpoints saved by the code before --define-output-layer, which
+    """tests/legacy_checkpoints: checkpoints saved by the code before --define-output-layer, which
     tied the output at n: "shared" (define_transformer_tiny, --share-all-embeddings) and
     "separate" (define_transformer, whose default is now untied; one vocabulary per side, the
-    authors' unit), with the log-probabilities that code computed (tests/data/legacy/README.md)."""
+    authors' unit), with the log-probabilities that code computed (tests/legacy_checkpoints/README.md)."""
     import shutil
 
     from fairseq import checkpoint_utils
 
-    legacy = Path(__file__).parent / "data" / "legacy"
+    legacy = Path(__file__).parent / "legacy_checkpoints"
     for lang in ("en", "de"):
         shutil.copy(legacy / f"dict.{lang}.txt", tmp_path)
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task(
