@@ -626,7 +626,11 @@ class ConfigLiteralError(ValueError):
     \"\"\"A config value that is not plain data (added by fairseq_define).\"\"\"
 
 
-_CONFIG_LITERAL_MAX_ITEMS = 1_000_000  # "[0] * 10**12" would exhaust memory: bound repeats
+# What one config string may cost: "[0] * 10**12" or 600 joined copies of "[0] * 1000000"
+# would exhaust memory, a long chain of + or - the parser's and the evaluator's recursion
+_CONFIG_LITERAL_MAX_ITEMS = 1_000_000  # items (and characters) that its + and * build, together
+_CONFIG_LITERAL_MAX_CHARS = 100_000  # length of the string itself
+_CONFIG_LITERAL_MAX_DEPTH = 100  # nesting of brackets and operators
 _CONFIG_LITERAL_OPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -641,7 +645,9 @@ def parse_config_literal(value):
     Accepted: literals (numbers, strings, bytes, None, True, False, tuples, lists, dicts, sets),
     unary + and -, and + - * / between them, which fairseq's own defaults use
     (``"[(512, 10, 5)] + [(512, 3, 2)] * 4"``). Names, calls, attributes, subscripts,
-    comprehensions and lambdas raise ConfigLiteralError: running them could run anything.
+    comprehensions and lambdas raise ConfigLiteralError: running them could run anything; so
+    do strings longer than _CONFIG_LITERAL_MAX_CHARS, nested deeper than
+    _CONFIG_LITERAL_MAX_DEPTH, or building more than _CONFIG_LITERAL_MAX_ITEMS items in all.
     Like eval, a value that is not a string raises TypeError (callers rely on it).\"\"\"
     if isinstance(value, bytes):
         value = value.decode("utf-8")
@@ -655,6 +661,13 @@ def parse_config_literal(value):
             "may hold only plain values here (numbers, strings, tuples, lists, dicts, and + - * "
             "/ between them), so fix the value or do not use a checkpoint that holds it"
         )
+
+    budget = [_CONFIG_LITERAL_MAX_ITEMS]  # literals are bounded by the string's length
+
+    def spend(items):
+        budget[0] -= items
+        if budget[0] < 0:
+            raise refuse(f"it builds more than {_CONFIG_LITERAL_MAX_ITEMS} items")
 
     def walk(node):
         if isinstance(node, ast.Constant):
@@ -675,6 +688,11 @@ def parse_config_literal(value):
                 if isinstance(node.op, ast.Mult) and isinstance(seq, (str, bytes, tuple, list)):
                     if isinstance(n, int) and len(seq) * n > _CONFIG_LITERAL_MAX_ITEMS:
                         raise refuse(f"it repeats a sequence beyond {_CONFIG_LITERAL_MAX_ITEMS} items")
+                    if isinstance(n, int):
+                        spend(len(seq) * max(n, 0))
+            sequences = (str, bytes, tuple, list)
+            if isinstance(node.op, ast.Add) and isinstance(left, sequences) and isinstance(right, sequences):
+                spend(len(left) + len(right))
             try:
                 return _CONFIG_LITERAL_OPS[type(node.op)](left, right)
             except (TypeError, ZeroDivisionError, OverflowError) as e:
@@ -682,10 +700,20 @@ def parse_config_literal(value):
         what = type(node.op if isinstance(node, (ast.BinOp, ast.UnaryOp)) else node).__name__
         raise refuse(f"{what} is not plain data")
 
+    if len(value) > _CONFIG_LITERAL_MAX_CHARS:
+        raise refuse(f"it is {len(value)} characters long, more than {_CONFIG_LITERAL_MAX_CHARS}")
     try:
         tree = ast.parse(value.lstrip(" \\t"), mode="eval")
     except (SyntaxError, ValueError) as e:
         raise refuse(f"not a Python literal ({e.__class__.__name__})") from None
+    except (RecursionError, MemoryError):  # the parser's own limits: nested far too deep
+        raise refuse(f"it is nested deeper than {_CONFIG_LITERAL_MAX_DEPTH} levels") from None
+    levels = [(tree.body, 1)]  # measured without recursion, before walk() recurses
+    while levels:
+        node, depth = levels.pop()
+        if depth > _CONFIG_LITERAL_MAX_DEPTH:
+            raise refuse(f"it is nested deeper than {_CONFIG_LITERAL_MAX_DEPTH} levels")
+        levels.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return walk(tree.body)
 
 """
@@ -1496,6 +1524,93 @@ PATCHES += tuple(
 )
 
 
+# fairseq's hub (from_pretrained with a .tar.gz) extracted every member wherever its name
+# pointed (``../`` and absolute names reached site-packages, links anywhere), then replaced
+# the user's archive by a folder; a missing path gave None and a TypeError later.
+_ARCHIVE_MEMBERS_HELPER = """def _safe_archive_members(archive, path):
+    # (added by fairseq_define) only regular files and folders, each under the destination:
+    # a member with an absolute name or a "..", a link, a device or a fifo is refused
+    from fairseq import UserError
+
+    members = archive.getmembers()
+    for m in members:
+        if m.issym() or m.islnk():
+            why = "a link"
+        elif not (m.isfile() or m.isdir()):
+            why = "a device, fifo or other special file"
+        elif os.path.isabs(m.name) or ".." in m.name.split("/"):
+            why = "a path outside the folder it is extracted to"
+        else:
+            continue
+        raise UserError(
+            "refusing to extract {}: its member {!r} is {}; a model archive may hold only "
+            "files and folders".format(path, m.name, why)
+        )
+    return members
+
+
+def _archive_top_dir(members):
+    # (added by fairseq_define) the one folder that holds everything, or "" (the archive root)
+    names = [m.name for m in members]
+    top = os.path.commonpath(names) if names else ""
+    return top if any(m.isdir() and m.name == top for m in members) else ""
+
+
+def load_archive_file(archive_file):
+"""
+
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/file_utils.py",
+        "hub archives: only files and folders under the destination; the archive is kept",
+        (
+            Edit(
+                "def load_archive_file(archive_file):\n    # redirect to the cache, if necessary\n",
+                _ARCHIVE_MEMBERS_HELPER + "    # redirect to the cache, if necessary (fairseq_define: members checked)\n",
+            ),
+            Edit(
+                "                archive_file,\n"
+                "                archive_file,\n"
+                "            )\n"
+                "        )\n"
+                "        return None\n",
+                "                archive_file,\n"
+                "                archive_file,\n"
+                "            )\n"
+                "        )\n"
+                "        from fairseq import UserError  # (fairseq_define) not None: a TypeError later\n\n"
+                "        raise UserError(\n"
+                '            "{} does not exist: from_pretrained takes a folder that holds the checkpoint "\n'
+                '            "(and the data), a .tar.gz or .tar.bz2 of one, or a URL".format(archive_file)\n'
+                "        )\n",
+            ),
+            Edit(
+                '        with tarfile.open(resolved_archive_file, "r:" + ext) as archive:\n'
+                "            top_dir = os.path.commonprefix(archive.getnames())\n"
+                "            archive.extractall(tempdir)\n"
+                "        os.remove(resolved_archive_file)\n",
+                "        try:\n"
+                '            with tarfile.open(resolved_archive_file, "r:" + ext) as archive:\n'
+                "                members = _safe_archive_members(archive, resolved_archive_file)\n"
+                "                top_dir = _archive_top_dir(members)\n"
+                '                archive.extractall(tempdir, members=members, filter="data")\n'
+                "        except tarfile.TarError as e:\n"
+                "            from fairseq import UserError\n\n"
+                "            shutil.rmtree(tempdir)\n"
+                "            raise UserError(\n"
+                '                "cannot extract {}: {} ({}); give a .tar.gz or .tar.bz2 archive, or the "\n'
+                '                "folder itself".format(resolved_archive_file, e, type(e).__name__)\n'
+                "            ) from None\n"
+                "        if resolved_archive_file == archive_file:  # the user's own file: kept as it is\n"
+                "            return os.path.join(tempdir, top_dir)\n"
+                "        os.remove(resolved_archive_file)\n",
+            ),
+        ),
+    ),
+)
+
+
 def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
     """Several concerns edit the same file (fairseq/utils.py: config literals and the
     missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
@@ -1589,7 +1704,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "6932c335af5b9f69da2d0531090f10cf9f9ac5660808e7af1393c7491e13770b",
+        "e8d56db86974fbe1509199b651ccac1f07b1a70aafb625b6feb9e230ae2db5ac",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
@@ -1742,6 +1857,10 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/data/huffman/huffman_coder.py": (
         "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
         "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
+    ),
+    "fairseq/file_utils.py": (
+        "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
+        "c4e90373b93078c6e0e1e93ce8912c6345d4a81ccd85b89aa92bc33cabf75075",
     ),
 }
 

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +206,98 @@ def test_the_trust_tool_on_crafted_files_from_the_command_line(tmp_path):
         assert "Traceback" not in proc.stderr and "GPU log directory" not in proc.stdout
         assert proc.stderr.count("fairseq-define-trust-checkpoint: error:") == 1, proc.stderr[-2000:]
         assert not (tmp_path / "NEW.pt").exists()
+
+
+# -- config strings (parse_config_literal): bounded in size, depth and length --------------
+
+CONFIG_BOMBS = [
+    ("joined_repeats", "+".join(["[0] * 1000000"] * 20), "builds more than 1000000 items"),
+    ("long_sum", "+".join(["1"] * 3000), "nested deeper than 100 levels"),
+    ("unary_chain", "-" * 50_000 + "1", "nested deeper than 100 levels"),
+    ("nested_lists", "[" * 150 + "]" * 150, "refusing to evaluate"),
+    ("long_string", "1" + " " * 200_000, "characters long, more than 100000"),
+    ("repeated_string", "'ab' * 400000 + 'c' * 400000", "builds more than 1000000 items"),
+]
+
+
+@pytest.mark.parametrize("value,expected", [c[1:] for c in CONFIG_BOMBS], ids=[c[0] for c in CONFIG_BOMBS])
+def test_config_strings_are_bounded(value, expected):
+    from fairseq.utils import ConfigLiteralError, parse_config_literal
+
+    with pytest.raises(ConfigLiteralError, match=expected):
+        parse_config_literal(value)
+
+
+def test_config_strings_within_the_bounds_still_parse():
+    from fairseq.utils import parse_config_literal
+
+    assert parse_config_literal("[0] * 1000000") == [0] * 1000000
+    assert parse_config_literal("+".join(["[(512, 3)]"] * 40)) == [(512, 3)] * 40
+    assert parse_config_literal("-" * 40 + "1") == 1
+
+
+# -- hub archives (fairseq.file_utils.load_archive_file, used by from_pretrained) ----------
+
+def make_archive(path, members):
+    """A .tar.gz with ``members``: (name, kind, content or link target)."""
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = value.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            elif kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.type = {"symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+                info.linkname = value
+                tar.addfile(info)
+    return path
+
+
+def hostile_archives(outside):
+    """name -> members; each tries to write ``outside`` (a path beyond the extraction folder)."""
+    escape = os.path.relpath(outside, "/tmp/x/y")  # from a folder made under /tmp by mkdtemp
+    return {
+        "dotdot": [("model", "dir", ""), ("model/" + "../" * 12 + escape.lstrip("./"), "file", "import os")],
+        "absolute": [("model", "dir", ""), (str(outside), "file", "import os")],
+        "symlink": [("model", "dir", ""), ("model/link", "symlink", str(outside.parent))],
+        "hardlink": [("model", "dir", ""), ("model/link", "hardlink", "/etc/passwd")],
+        "fifo": [("model", "dir", ""), ("model/pipe", "fifo", "")],
+    }
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "hardlink", "fifo"])
+def test_hub_archives_with_members_outside_are_refused(tmp_path, kind):
+    from fairseq import UserError, file_utils
+
+    outside = tmp_path / "site" / "evil.pth"
+    outside.parent.mkdir()
+    archive = make_archive(tmp_path / "model.tar.gz", hostile_archives(outside)[kind])
+    with pytest.raises(UserError, match="refusing to extract .*model.tar.gz: its member"):
+        file_utils.load_archive_file(str(archive))
+    assert not outside.exists() and archive.is_file()
+
+
+def test_hub_archives_of_files_are_extracted_and_kept(tmp_path):
+    from fairseq import file_utils
+
+    archive = make_archive(tmp_path / "model.tar.gz", [("model", "dir", ""), ("model/dict.txt", "file", "a 1\n")])
+    folder = file_utils.load_archive_file(str(archive))
+    assert (Path(folder) / "dict.txt").read_text() == "a 1\n" and archive.is_file()
+    (tmp_path / "bad.tar.gz").write_bytes(b"not gzip")
+    from fairseq import UserError
+
+    with pytest.raises(UserError, match="cannot extract .*bad.tar.gz"):
+        file_utils.load_archive_file(str(tmp_path / "bad.tar.gz"))
+
+
+def test_hub_with_a_missing_folder(tmp_path):
+    from fairseq import UserError, hub_utils
+
+    with pytest.raises(UserError, match="missing_dir does not exist: from_pretrained takes a folder"):
+        hub_utils.from_pretrained(str(tmp_path / "missing_dir"))
