@@ -5,6 +5,7 @@ Each file is built byte by byte as an attacker would (docs/checkpoints.md)."""
 import io
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -301,3 +302,155 @@ def test_hub_with_a_missing_folder(tmp_path):
 
     with pytest.raises(UserError, match="missing_dir does not exist: from_pretrained takes a folder"):
         hub_utils.from_pretrained(str(tmp_path / "missing_dir"))
+
+
+# -- corpora.py downloads: checked archives, unique temporary files -------------------------
+
+def corpus_file(tmp_path, archive_name, archive_bytes, member, text=b"the text\n"):
+    """A DataFile whose archive is already in the download cache (no network)."""
+    import corpora
+
+    cache = tmp_path / "root" / "downloads"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / archive_name).write_bytes(archive_bytes)
+    import hashlib
+
+    checksum = "sha256:" + hashlib.sha256(text).hexdigest()
+    return corpora.DataFile("toy", "toy/t.txt", checksum, (f"https://example.invalid/{archive_name}",), member)
+
+
+def gz(data):
+    import gzip
+
+    return gzip.compress(data)
+
+
+def test_corpora_fetch_writes_through_a_fresh_file(tmp_path):
+    import corpora
+
+    f = corpus_file(tmp_path, "t.txt.gz", gz(b"the text\n"), "gunzip")
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    (tmp_path / "root" / "toy").mkdir()
+    (tmp_path / "root" / "toy" / "t.txt.tmp").symlink_to(victim)  # the old fixed name, planted
+    corpora.fetch([f], tmp_path / "root")
+    assert (tmp_path / "root" / "toy" / "t.txt").read_bytes() == b"the text\n" and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in (tmp_path / "root" / "toy").iterdir()) == ["t.txt", "t.txt.tmp"]
+
+
+def zip_bytes(name, data):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name, data)
+    return buf.getvalue()
+
+
+DAMAGED_ARCHIVES = [
+    ("bomb_gz", "t.txt.gz", gz(b"\0" * 20_000_000), "gunzip", "unpacks to more than 50 times its size"),
+    ("bomb_zip", "t.zip", zip_bytes("t.txt", b"\0" * 20_000_000), "t.txt", "unpacks to more than 50 times its size"),
+    ("truncated_gz", "t.txt.gz", gz(b"the text\n" * 1000)[:40], "gunzip", "is damaged (EOFError"),
+    ("garbage_zip", "t.zip", b"PK\x03\x04 not a zip at all", "t.txt", "is damaged (BadZipFile"),
+    ("garbage_tgz", "t.tgz", b"\x1f\x8b garbage", "t.txt", "is damaged ("),
+    ("garbage_gz", "t.txt.gz", b"not gzip", "gunzip", "is damaged (BadGzipFile"),
+]
+
+
+@pytest.mark.parametrize("name,archive,data,member,expected", DAMAGED_ARCHIVES, ids=[d[0] for d in DAMAGED_ARCHIVES])
+def test_corpora_refuses_damaged_archives_with_one_line(tmp_path, name, archive, data, member, expected):
+    import corpora
+
+    f = corpus_file(tmp_path, archive, data, member)
+    with pytest.raises(corpora.DataError, match=re.escape(expected)) as e:
+        corpora.fetch([f], tmp_path / "root")
+    assert "\n" not in str(e.value) and "it was removed" in str(e.value)
+    assert not (tmp_path / "root" / "downloads" / archive).exists()
+    assert list((tmp_path / "root" / "toy").iterdir()) == []  # nothing half-written
+
+
+def test_corpora_command_line_reports_a_damaged_archive(tmp_path):
+    """corpora.py fetch on a data root whose cached archive is broken: one line, exit 2."""
+    import corpora
+
+    f = corpora.read_table()[0]
+    cache = tmp_path / "downloads"
+    cache.mkdir()
+    (cache / Path(f.sources[0]).name).write_bytes(b"garbage")
+    if f.sources[0].startswith(("sacrebleu:", "local")) or f.member == "-":
+        pytest.skip("the first corpus is not an archive")
+    proc = subprocess.run([sys.executable, str(Path(corpora.__file__)), "fetch", f.dataset, "--data-root", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0 and "is damaged" in proc.stderr, proc.stderr
+
+
+# -- one rule for outputs: an existing file is replaced only with --overwrite ---------------
+
+OUTPUT_COMMANDS = {
+    "correlations": ["correlations", "--path", "missing.pt", "--output", "{out}.png"],
+    "curves": ["curves", "--output", "{out}.png", "a=missing.log"],
+    "table": ["table", "--table", "1a", "--workdir", "{dir}", "--output", "{out}.md"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
+def test_results_outputs_are_not_overwritten_unless_asked(tmp_path, capsys, command):
+    from fairseq_define.tools import results
+
+    args = [a.format(out=tmp_path / "out", dir=tmp_path) for a in OUTPUT_COMMANDS[command]]
+    existing = Path(args[args.index("--output") + 1])
+    existing.write_text("mine\n")
+    assert results.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists; choose a new file name, or pass --overwrite" in err, err
+    assert existing.read_text() == "mine\n"
+    if command == "table":  # asked: replaced
+        assert results.main(args + ["--overwrite"]) == 0 and existing.read_text() != "mine\n"
+
+
+def test_a_study_refuses_an_existing_report(tmp_path):
+    import argparse
+
+    from fairseq_define.errors import UserError
+    from studies.common import resolve_dirs
+
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "results.md").write_text("published\n")
+    args = argparse.Namespace(quick=False, workdir=str(tmp_path / "w"), out=str(tmp_path / "report"), overwrite=False)
+    with pytest.raises(UserError, match="results.md exists .*--overwrite"):
+        resolve_dirs(args, "lm_ptb")
+    args.overwrite = True
+    assert resolve_dirs(args, "lm_ptb")[1] == tmp_path / "report"
+    quick = argparse.Namespace(quick=True, workdir=str(tmp_path / "w"), out=None, overwrite=False)
+    (tmp_path / "w" / "report").mkdir(parents=True)
+    (tmp_path / "w" / "report" / "results.md").write_text("quick\n")
+    assert resolve_dirs(quick, "lm_ptb")[1] == tmp_path / "w" / "report"  # its own work folder: resumed
+
+
+def test_results_cli_refuses_an_existing_figure(tmp_path):
+    (tmp_path / "corr.png").write_bytes(b"mine")
+    proc = subprocess.run([str(BIN / "fairseq-define-results"), "correlations", "--path", str(tmp_path / "x.pt"),
+                           "--output", str(tmp_path / "corr.png")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "corr.png exists; choose a new file name, or pass --overwrite" in proc.stderr
+    assert (tmp_path / "corr.png").read_bytes() == b"mine"
+
+
+def test_script_downloads_write_through_a_fresh_file(tmp_path):
+    """run_scripts/lib.sh's fetch: a link planted at the old fixed name DEST.part is not followed."""
+    import shutil
+
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    from .conftest import ROOT
+
+    (tmp_path / "src.txt").write_text("downloaded\n")
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.txt.part").symlink_to(victim)
+    script = f'source {ROOT}/run_scripts/lib.sh; fetch "file://{tmp_path}/src.txt" "{tmp_path}/d/x.txt"'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "d" / "x.txt").read_text() == "downloaded\n" and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.txt", "x.txt.part"]  # no temporary left
