@@ -21,7 +21,7 @@ import sys
 from typing import Optional, Sequence
 
 from ..errors import UserError, cli_error
-from ..output_files import check_output, write_text
+from ..output_files import check_new_output, write_text
 from .correlation_maps import correlation_maps, plot_correlations, token_embedding
 from .curves import parse_run, plot_curves
 from .paper_tables import RESULTS_PROG as PROG
@@ -52,7 +52,7 @@ def cmd_record(args) -> None:
 
 def cmd_table(args) -> None:
     if args.output:
-        check_output(args.output, args.overwrite)
+        check_new_output(args.output, args.overwrite)
     text = markdown_table(args.table, args.workdir)
     if args.output:
         write_text(args.output, text, overwrite=args.overwrite)
@@ -60,7 +60,7 @@ def cmd_table(args) -> None:
 
 
 def cmd_curves(args) -> None:
-    check_output(args.output, args.overwrite)
+    check_new_output(args.output, args.overwrite)
     curves = plot_curves([parse_run(r) for r in args.runs], args.output, args.metric, args.title, args.overwrite)
     for label, points in curves.items():
         print(f"{label}: {len(points)} validations, {args.metric} {points[-1][1]:.2f} at {points[-1][0]} updates")
@@ -68,7 +68,7 @@ def cmd_curves(args) -> None:
 
 
 def cmd_correlations(args) -> None:
-    check_output(args.output, args.overwrite)  # before the work
+    check_new_output(args.output, args.overwrite)  # before the work
     model = load_model(args.path, args.data)
     embed, vocab = token_embedding(model)
     maps = correlation_maps(embed, vocab, args.max_tokens_vocab)
