@@ -1,0 +1,89 @@
+"""Classes of user mistakes, one parametrized table each, tested in process where the class can
+be (the command-line rows, one per class at least, are in test_bad_input.py): every numeric
+setting of a model has a checked range (inf and nan included), every override is checked
+against the model's own options, types and choices, every path a user gives is checked for
+kind, and the tools refuse a file that is not a fairseq checkpoint. One line each, naming the
+problem and the fix (docs/errors.md)."""
+
+import argparse
+
+import pytest
+import torch
+
+from fairseq_define.errors import UserError
+
+
+def build(arch, flags=(), overrides=None):
+    """What fairseq-train does with ``flags`` (and --model-overrides / a stored config with
+    ``overrides``) up to the built model (shapes only)."""
+    from fairseq import options
+
+    from fairseq_define.tools.params import VocabularyOnlyTask, build_model, dictionary_of_size, is_translation_arch
+
+    task = "translation" if is_translation_arch(arch) else "language_modeling"
+    args = options.parse_args_and_arch(options.get_training_parser(default_task=task),
+                                       input_args=["-", "--task", task, "--arch", arch, *flags])
+    for name, value in (overrides or {}).items():
+        setattr(args, name, value)
+    d = dictionary_of_size(100)
+    with torch.device("meta"):
+        return build_model(args, VocabularyOnlyTask(d, d))
+
+
+def build_error(arch, flags=(), overrides=None):
+    with pytest.raises(UserError) as info:
+        build(arch, flags, overrides)
+    return str(info.value)
+
+
+TRANSFORMER, TXL, LSTM = "define_transformer_tiny", "define_txl_tiny", "define_lstm_tiny"
+
+# numbers out of range, on the command line: (arch, flags, what the line says)
+NUMERIC_MISTAKES = [
+    (TRANSFORMER, ["--define-unit-grad-scale", "inf"], "define_unit_grad_scale=inf is not a finite number"),
+    (TRANSFORMER, ["--define-unit-grad-scale", "1e400"], "define_unit_grad_scale=inf is not a finite number"),
+    (TRANSFORMER, ["--define-unit-grad-scale", "-1"], "define_unit_grad_scale=-1.0 must be positive"),
+    (TRANSFORMER, ["--dropout", "nan"], "dropout=nan is not a dropout probability"),
+    (TRANSFORMER, ["--adaptive-softmax-factor", "0"], "adaptive_softmax_factor=0.0 must be positive"),
+    (TRANSFORMER, ["--adaptive-softmax-factor", "1e999"], "adaptive_softmax_factor=inf is not a finite number"),
+    (TRANSFORMER, ["--encoder-layers", "0"], "encoder_layers=0 is a size and must be at least 1"),
+    (TRANSFORMER, ["--decoder-attention-heads", "-2"], "decoder_attention_heads=-2 is a size and must be at least 1"),
+    (LSTM, ["--define-adaptive-factor", "nan"], "define_adaptive_factor=nan is not a finite number"),
+    (LSTM, ["--define-adaptive-factor", "0"], "define_adaptive_factor=0.0 must be positive"),
+    (LSTM, ["--div-val", "0"], "div_val=0.0 must be positive"),
+    (TXL, ["--div-val", "inf"], "div_val=inf is not a finite number"),
+    (TXL, ["--init-std", "nan"], "init_std=nan is not a finite number"),
+    (TXL, ["--attention-dropout", "1.5"], "attention_dropout=1.5 is not a dropout probability"),
+]
+
+
+@pytest.mark.parametrize("arch,flags,expected", NUMERIC_MISTAKES,
+                         ids=[f"{a}:{' '.join(f)}" for a, f, _ in NUMERIC_MISTAKES])
+def test_numeric_settings_have_checked_ranges(arch, flags, expected):
+    assert expected in build_error(arch, flags)
+
+
+# --model-overrides and stored configs bypass argparse: (arch, overrides, what the line says)
+OVERRIDE_MISTAKES = [
+    (TRANSFORMER, {"define_unit_centring": "bogus"}, "define_unit_centring='bogus' is not one of batch_mean, none"),
+    (TRANSFORMER, {"define_transform": "dense"}, "define_transform='dense' is not one of"),
+    (TRANSFORMER, {"define_map_dim": "32"}, "define_map_dim='32' must be an integer"),
+    (TRANSFORMER, {"define_no_bias": "yes"}, "define_no_bias='yes' must be True or False"),
+    (TRANSFORMER, {"define_dropout": "0.1"}, "define_dropout='0.1' must be a number"),
+    (TRANSFORMER, {"define_unit_grad_scale": float("nan")}, "define_unit_grad_scale=nan is not a finite number"),
+    (LSTM, {"define_activation": "softmax"}, "define_activation='softmax' is not one of swish, gelu, relu, tanh, linear"),
+    (LSTM, {"div_val": float("inf")}, "div_val=inf is not a finite number"),
+    (TXL, {"define_style": "mine"}, "define_style='mine' is not one of paper, authors"),
+    (TXL, {"define_adaptive_factor": -4.0}, "define_adaptive_factor=-4.0 must be positive"),
+]
+
+
+@pytest.mark.parametrize("arch,overrides,expected", OVERRIDE_MISTAKES,
+                         ids=[f"{a}:{list(o.items())[0]}" for a, o, _ in OVERRIDE_MISTAKES])
+def test_overrides_are_checked_against_the_models_options(arch, overrides, expected):
+    assert expected in build_error(arch, overrides=overrides)
+
+
+@pytest.mark.parametrize("arch", [TRANSFORMER, TXL, LSTM])
+def test_valid_settings_still_build(arch):
+    build(arch, overrides={"define_unit_centring": "none", "define_dropout": 0.1})
