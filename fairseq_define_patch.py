@@ -132,8 +132,12 @@ def add_checkpoint_safe_globals(classes):
             _EXTRA_SAFE_GLOBALS.append(cls)
 
 
-class CheckpointLoadError(RuntimeError):
-    """A checkpoint that cannot be loaded: unsafe, corrupt or truncated."""
+from fairseq import UserError  # noqa: E402  (defined before fairseq imports its submodules)
+
+
+class CheckpointLoadError(UserError, RuntimeError):
+    """A checkpoint that cannot be loaded: unsafe, corrupt or truncated (a UserError: fairseq's
+    command-line tools print it as one line, with or without the plugin)."""
 
 
 # What loading one checkpoint may allocate: a multiple of its size on disk plus a little.
@@ -522,6 +526,8 @@ def _print_user_errors(previous):
             prog = os.path.basename(sys.argv[0]) if sys.argv else "fairseq"
             sys.stderr.write("{}: error: {}\\n".format(prog, exc))
             sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(1)  # now: a data loader thread still running made the shutdown abort
         else:
             previous(exc_type, exc, tb)
 
@@ -622,8 +628,12 @@ def main(args):
 # site in the module is missed). docs/checkpoints.md lists the sites.
 _CONFIG_LITERAL_HELPER = """
 
-class ConfigLiteralError(ValueError):
-    \"\"\"A config value that is not plain data (added by fairseq_define).\"\"\"
+from fairseq import UserError as _UserError  # noqa: E402  (fairseq/__init__.py defines it first)
+
+
+class ConfigLiteralError(_UserError):
+    \"\"\"A config value that is not plain data (added by fairseq_define; a ValueError, and a
+    UserError that fairseq's command-line tools print as one line).\"\"\"
 
 
 # What one config string may cost: "[0] * 10**12" or 600 joined copies of "[0] * 1000000"
@@ -1011,6 +1021,63 @@ PATCHES: Tuple[FilePatch, ...] = (
             Edit(
                 '        state = torch.load(f, map_location=torch.device("cpu"))\n',
                 '        state = safe_torch_load(f, map_location=torch.device("cpu"))\n',
+            ),
+            # (fairseq_define) a folder given as a checkpoint (IsADirectoryError), and
+            # --model-overrides that is not a dict (AttributeError on .items())
+            Edit(
+                "        local_path = PathManager.get_local_path(path)\n"
+                "\n"
+                '    with open(local_path, "rb") as f:\n',
+                "        local_path = PathManager.get_local_path(path)\n"
+                "\n"
+                "    if os.path.isdir(local_path):\n"
+                "        raise CheckpointLoadError(\n"
+                '            "{} is a folder, not a checkpoint file: give the file (e.g. {})".format(\n'
+                '                path, os.path.join(path, "checkpoint_best.pt")\n'
+                "            )\n"
+                "        )\n"
+                "    if arg_overrides is not None and not isinstance(arg_overrides, dict):\n"
+                "        raise UserError(\n"
+                "            \"--model-overrides must be a dict of settings, e.g. \\\"{{'beam': 5}}\\\", got {!r}\".format(\n"
+                "                arg_overrides\n"
+                "            )\n"
+                "        )\n"
+                '    with open(local_path, "rb") as f:\n',
+            ),
+            # (fairseq_define) torch.save(model.state_dict()) is not a checkpoint: KeyError later
+            Edit(
+                '    if "args" in state and state["args"] is not None and arg_overrides is not None:\n',
+                '    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):\n'
+                "        raise CheckpointLoadError(\n"
+                '            "{} is not a fairseq checkpoint (it has no \'model\' entry; a plain state_dict?): "\n'
+                '            "give a checkpoint written by fairseq-train (checkpoint_best.pt, "\n'
+                '            "checkpointN.pt)".format(path)\n'
+                "        )\n"
+                '    if "args" in state and state["args"] is not None and arg_overrides is not None:  # a dict\n',
+            ),
+            Edit(
+                "    else:\n"
+                "        checkpoint_path = cfg.restore_file\n"
+                "\n"
+                '    if cfg.restore_file != "checkpoint_last.pt" and cfg.finetune_from_model:\n',
+                "    else:\n"
+                "        checkpoint_path = cfg.restore_file\n"
+                "\n"
+                "    # (fairseq_define) a folder, or a --restore-file that does not exist: training from\n"
+                "    # scratch without a word was the result\n"
+                "    if os.path.isdir(checkpoint_path) or (\n"
+                '        cfg.restore_file != "checkpoint_last.pt"\n'
+                "        and not cfg.finetune_from_model\n"
+                "        and not PathManager.exists(checkpoint_path)\n"
+                "    ):\n"
+                "        raise UserError(\n"
+                '            "--restore-file {} {}: give a checkpoint file (e.g. {})".format(\n'
+                "                checkpoint_path,\n"
+                '                "is a folder" if os.path.isdir(checkpoint_path) else "does not exist",\n'
+                '                os.path.join(cfg.save_dir, "checkpoint_last.pt"),\n'
+                "            )\n"
+                "        )\n"
+                '    if cfg.restore_file != "checkpoint_last.pt" and cfg.finetune_from_model:\n',
             ),
             Edit(
                 "        new_state = torch.load(\n            f,\n",
@@ -1611,6 +1678,61 @@ PATCHES += (
 )
 
 
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/sequence_generator.py",
+        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation",
+        (
+            Edit(
+                "        self.vocab_size = len(tgt_dict)\n        self.beam_size = beam_size\n",
+                "        self.vocab_size = len(tgt_dict)\n"
+                "        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:\n"
+                "            from fairseq import UserError  # (fairseq_define)\n\n"
+                "            raise UserError(\"--beam {} must be at least 1 (1 is greedy search)\".format(beam_size))\n"
+                "        self.beam_size = beam_size\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/interactive.py",
+        "--input: a folder, a missing file or text that is not UTF-8 gives one line",
+        (
+            Edit(
+                "    buffer = []\n"
+                '    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:\n'
+                "        for src_str in h:\n"
+                "            buffer.append(src_str.strip())\n"
+                "            if len(buffer) >= buffer_size:\n"
+                "                yield buffer\n"
+                "                buffer = []\n",
+                "    from fairseq import UserError  # (fairseq_define) kind and encoding checked\n\n"
+                "    buffer = []\n"
+                '    if input != "-" and not os.path.isfile(input):\n'
+                "        raise UserError(\n"
+                '            "--input {} is {}: give a text file, or - for standard input".format(\n'
+                '                input, "a folder" if os.path.isdir(input) else "not an existing file"\n'
+                "            )\n"
+                "        )\n"
+                '    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:\n'
+                "        try:\n"
+                "            for src_str in h:\n"
+                "                buffer.append(src_str.strip())\n"
+                "                if len(buffer) >= buffer_size:\n"
+                "                    yield buffer\n"
+                "                    buffer = []\n"
+                "        except UnicodeDecodeError as e:\n"
+                "            raise UserError(\n"
+                '                "--input {} is not UTF-8 text ({}): convert it to UTF-8 (e.g. iconv -f "\n'
+                '                "latin1 -t utf-8)".format(input, e.reason)\n'
+                "            ) from None\n",
+            ),
+        ),
+    ),
+)
+
+
 def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
     """Several concerns edit the same file (fairseq/utils.py: config literals and the
     missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
@@ -1648,7 +1770,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "26ca2cbd2f99896229d6c057a14c0c6f6984b9d79912c73b841aa0698d73ba3c",
+        "5058db6dbc0092608898296ff16f8b9f9ebedbc352e70f936d668da598e26467",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -1688,7 +1810,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "f3dce54edc964881e18f8d485c080fe4fd9ec7d785b2be80653a749f752395ef",
+        "6a73d6de65b7ff4eb486c8b5ff4c7f4a15dcf2f43d58f3dd8e0bfa72236350d1",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
@@ -1704,7 +1826,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "e8d56db86974fbe1509199b651ccac1f07b1a70aafb625b6feb9e230ae2db5ac",
+        "ed1f036ef37e5a0046055f2a8f4d1e35f288e3893856748b51326e8555d556a6",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
@@ -1861,6 +1983,14 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "c4e90373b93078c6e0e1e93ce8912c6345d4a81ccd85b89aa92bc33cabf75075",
+    ),
+    "fairseq/sequence_generator.py": (
+        "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
+        "ca0eff3e02ea90ca4bd76af452c84a408c0deb5d068b30769a2fb630763e1ffb",
+    ),
+    "fairseq_cli/interactive.py": (
+        "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
+        "da45f5c6b8837b9d32344524c784deadba81d6fd39adfb759184ed038e581986",
     ),
 }
 

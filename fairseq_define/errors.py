@@ -96,6 +96,10 @@ def _excepthook(previous):
         if message is None:
             return previous(exc_type, exc, tb)
         cli_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq", message)
+        sys.stdout.flush()
+        # exit now: a data loader thread still running made the interpreter's shutdown abort
+        # ("terminate called without an active exception", exit 134) after the line
+        os._exit(1)
 
     return hook
 

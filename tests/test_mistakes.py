@@ -87,3 +87,97 @@ def test_overrides_are_checked_against_the_models_options(arch, overrides, expec
 @pytest.mark.parametrize("arch", [TRANSFORMER, TXL, LSTM])
 def test_valid_settings_still_build(arch):
     build(arch, overrides={"define_unit_centring": "none", "define_dropout": 0.1})
+
+
+@pytest.fixture(scope="module")
+def plain_state_dict(tmp_path_factory):
+    """torch.save(model.state_dict()): parameters without fairseq's checkpoint around them."""
+    path = tmp_path_factory.mktemp("plain") / "weights.pt"
+    torch.save({"encoder.w": torch.zeros(2, 2)}, path)
+    return path
+
+
+def interactive_lines(path):
+    from fairseq_cli.interactive import buffered_read
+
+    return next(buffered_read(str(path), 10))
+
+
+def load(path, **kwargs):
+    from fairseq.checkpoint_utils import load_checkpoint_to_cpu
+
+    return load_checkpoint_to_cpu(str(path), **kwargs)
+
+
+def beam(size):
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model = build(TRANSFORMER)
+    return SequenceGenerator([model], model.decoder.dictionary, beam_size=size)
+
+
+def latin1_file(folder):
+    (folder / "latin1.txt").write_bytes(b"ok\ncaf\xe9\n")
+    return folder / "latin1.txt"
+
+
+# paths of the wrong kind, files of the wrong kind, values fairseq used without a check:
+# (name, what runs (given a scratch folder), what the one line says)
+INPUT_MISTAKES = [
+    ("path_is_a_folder", lambda d, p: load(d), "is a folder, not a checkpoint file: give the file"),
+    ("plain_state_dict", lambda d, p: load(p), "is not a fairseq checkpoint (it has no 'model' entry"),
+    ("overrides_not_a_dict", lambda d, p: load(p, arg_overrides=[1, 2]), "--model-overrides must be a dict of settings"),
+    ("input_is_a_folder", lambda d, p: interactive_lines(d), "is a folder: give a text file, or - for standard input"),
+    ("input_is_missing", lambda d, p: interactive_lines(d / "nope.txt"), "is not an existing file"),
+    ("input_not_utf8", lambda d, p: interactive_lines(latin1_file(d)), "latin1.txt is not UTF-8 text (invalid continuation byte)"),
+    ("beam_0", lambda d, p: beam(0), "--beam 0 must be at least 1"),
+    ("beam_negative", lambda d, p: beam(-3), "--beam -3 must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("name,run,expected", INPUT_MISTAKES, ids=[m[0] for m in INPUT_MISTAKES])
+def test_inputs_of_the_wrong_kind(tmp_path, plain_state_dict, name, run, expected):
+    from fairseq import UserError as FairseqUserError
+
+    with pytest.raises(FairseqUserError, match=None) as info:
+        run(tmp_path, plain_state_dict)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_load_errors_are_fairseq_user_errors():
+    """fairseq's own command-line hook prints these as one line (no --user-dir needed)."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq.checkpoint_utils import CheckpointLoadError
+    from fairseq.utils import ConfigLiteralError
+
+    assert issubclass(CheckpointLoadError, FairseqUserError) and issubclass(CheckpointLoadError, RuntimeError)
+    assert issubclass(ConfigLiteralError, FairseqUserError) and issubclass(ConfigLiteralError, ValueError)
+
+
+# our tools given something that is not a fairseq checkpoint, or a count that is not one:
+# (tool module, arguments (PLAIN: the plain state_dict, OUT: a new file), the one line)
+TOOL_MISTAKES = [
+    ("average_checkpoints", ["--inputs", "PLAIN", "PLAIN", "--output", "OUT"], "is not a fairseq checkpoint"),
+    ("average_checkpoints", ["--inputs", "DIR", "--num-epoch-checkpoints", "-2", "--output", "OUT"],
+     "argument --num-epoch-checkpoints: -2 is not a positive count of checkpoints"),
+    ("average_checkpoints", ["--inputs", "DIR", "--num-update-checkpoints", "x", "--output", "OUT"],
+     "argument --num-update-checkpoints: 'x' is not an integer"),
+    ("cache_tables", ["--path", "PLAIN", "--output", "OUT"], "is not a fairseq checkpoint"),
+    ("compress", ["--path", "PLAIN", "--output", "OUT"], "is not a fairseq checkpoint"),
+    ("cache_tables", ["--path", "DIR", "--output", "OUT"], "is a folder, not a checkpoint file"),
+]
+
+
+@pytest.mark.parametrize("tool,args,expected", TOOL_MISTAKES, ids=[f"{t}:{' '.join(a[:2])}" for t, a, _ in TOOL_MISTAKES])
+def test_tools_refuse_what_is_not_a_checkpoint(tmp_path, capsys, plain_state_dict, tool, args, expected):
+    import importlib
+
+    main = importlib.import_module(f"fairseq_define.tools.{tool}").main
+    args = [{"PLAIN": str(plain_state_dict), "OUT": str(tmp_path / "out.pt"), "DIR": str(tmp_path)}.get(a, a) for a in args]
+    try:
+        rc = main(args)
+    except SystemExit as e:  # argparse
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and expected in err and "Traceback" not in err, err
+    assert [l for l in err.splitlines() if ": error: " in l] and not (tmp_path / "out.pt").exists()
