@@ -1733,6 +1733,86 @@ PATCHES += (
 )
 
 
+# A binarized split is checked whole when it loads, not only its first bytes: the index's
+# header against the index's length, and every sentence's offset against the sizes and the
+# data file's length (a truncated or mismatched .bin read garbage or failed mid-training).
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/data/indexed_dataset.py",
+        "the whole index checked against its header and the data file's length",
+        (
+            Edit(
+                '                version = struct.unpack("<Q", stream.read(8))\n'
+                "                assert (1,) == version\n"
+                "\n"
+                '                (dtype_code,) = struct.unpack("<B", stream.read(1))\n'
+                "                self._dtype = _code_to_dtype[dtype_code]\n"
+                "                self._dtype_size = self._dtype().itemsize\n"
+                "\n"
+                '                self._len = struct.unpack("<Q", stream.read(8))[0]\n'
+                "                offset = stream.tell()\n",
+                "                header = stream.read(17)  # (fairseq_define) checked against the file\n"
+                "                file_size = os.fstat(stream.fileno()).st_size\n"
+                "                if len(header) == 17:\n"
+                '                    version = struct.unpack("<Q", header[:8])\n'
+                "                    dtype_code = header[8]\n"
+                '                    self._len = struct.unpack("<Q", header[9:])[0]\n'
+                "                offset = stream.tell()\n"
+                "                if (\n"
+                "                    len(header) < 17\n"
+                "                    or version != (1,)\n"
+                "                    or dtype_code not in _code_to_dtype\n"
+                "                    or file_size != offset + 12 * self._len\n"
+                "                ):\n"
+                "                    from fairseq import UserError\n"
+                "\n"
+                "                    raise UserError(\n"
+                '                        "{} is damaged or truncated: its {} bytes do not match its header; "\n'
+                '                        "run fairseq-preprocess again".format(path, file_size)\n'
+                "                    )\n"
+                "                self._dtype = _code_to_dtype[dtype_code]\n"
+                "                self._dtype_size = self._dtype().itemsize\n",
+            ),
+            Edit(
+                "        self._bin_buffer_mmap = np.memmap(\n"
+                '            data_file_path(self._path), mode="r", order="C"\n'
+                "        )\n"
+                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)\n",
+                "        self._bin_buffer_mmap = np.memmap(\n"
+                '            data_file_path(self._path), mode="r", order="C"\n'
+                "        )\n"
+                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)  # checked whole:\n"
+                "        # (fairseq_define) each sentence starts where the one before ends, and the\n"
+                "        # data file ends where the last one does\n"
+                "        sizes = self._index._sizes.astype(np.int64)\n"
+                "        step = self._index._dtype_size\n"
+                "        starts = np.concatenate(([0], np.cumsum(sizes[:-1]) * step))[: len(sizes)]\n"
+                "        end = int(starts[-1] + sizes[-1] * step) if len(sizes) else 0\n"
+                "        if (\n"
+                "            (sizes < 0).any()\n"
+                "            or not np.array_equal(self._index._pointers, starts)\n"
+                "            or end != len(self._bin_buffer)\n"
+                "        ):\n"
+                "            from fairseq import UserError\n"
+                "\n"
+                "            raise UserError(\n"
+                '                "{} and {} do not match (the index describes {} bytes, the data file "\n'
+                '                "holds {}): one of them is truncated or damaged; run fairseq-preprocess "\n'
+                '                "again".format(\n'
+                "                    index_file_path(self._path),\n"
+                "                    data_file_path(self._path),\n"
+                "                    end,\n"
+                "                    len(self._bin_buffer),\n"
+                "                )\n"
+                "            )\n",
+            ),
+            Edit("import shutil\nimport struct\n", "import os\nimport shutil\nimport struct  # os: fairseq_define\n"),
+        ),
+    ),
+)
+
+
 def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
     """Several concerns edit the same file (fairseq/utils.py: config literals and the
     missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
@@ -1798,7 +1878,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "ac0d629d6679ce93870d3e8c1f27b7b955b8f36bd96e0cefccc6590f06e4ddfc",
+        "a6206de271b9d9ad05fbe79febe0e1a5b3ff50cfcfc15c2bc051d85d9fb95024",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",

@@ -181,3 +181,54 @@ def test_tools_refuse_what_is_not_a_checkpoint(tmp_path, capsys, plain_state_dic
     err = capsys.readouterr().err
     assert rc == 2 and expected in err and "Traceback" not in err, err
     assert [l for l in err.splitlines() if ": error: " in l] and not (tmp_path / "out.pt").exists()
+
+
+def binarized(folder, lines=("a b c", "d e", "f")):
+    """A small split written by fairseq's own builder: folder/data.{bin,idx}."""
+    from fairseq.data import indexed_dataset
+
+    builder = indexed_dataset.make_builder(str(folder / "data.bin"), impl="mmap", vocab_size=100)
+    for line in lines:
+        builder.add_item(torch.IntTensor([5 + len(w) for w in line.split()]))
+    builder.finalize(str(folder / "data.idx"))
+    return folder / "data"
+
+
+def damage(prefix, how):
+    import numpy as np
+
+    idx, bin_ = prefix.with_suffix(".idx"), prefix.with_suffix(".bin")
+    if how == "bin_truncated":
+        bin_.write_bytes(bin_.read_bytes()[:-2])
+    elif how == "bin_longer":
+        bin_.write_bytes(bin_.read_bytes() + b"\0\0")
+    elif how == "idx_truncated":
+        idx.write_bytes(idx.read_bytes()[:-8])
+    elif how == "pointer_changed":  # the second sentence's offset (after the header and the sizes)
+        data = bytearray(idx.read_bytes())
+        data[26 + 3 * 4 + 8] = 40
+        idx.write_bytes(bytes(data))
+    elif how == "bad_version":
+        data = bytearray(idx.read_bytes())
+        data[9] = 7
+        idx.write_bytes(bytes(data))
+    return np
+
+
+@pytest.mark.parametrize("how,expected", [
+    ("bin_truncated", "do not match (the index describes 12 bytes, the data file holds 10)"),
+    ("bin_longer", "do not match (the index describes 12 bytes, the data file holds 14)"),
+    ("pointer_changed", "do not match"),
+    ("idx_truncated", "data.idx is damaged or truncated: its 54 bytes do not match its header"),
+    ("bad_version", "data.idx is damaged or truncated"),
+])
+def test_binarized_data_is_checked_whole(tmp_path, how, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq.data import indexed_dataset
+
+    prefix = binarized(tmp_path)
+    assert len(indexed_dataset.MMapIndexedDataset(str(prefix))) == 3
+    damage(prefix, how)
+    with pytest.raises(FairseqUserError) as info:
+        indexed_dataset.MMapIndexedDataset(str(prefix))
+    assert expected in str(info.value) and "run fairseq-preprocess again" in str(info.value)
