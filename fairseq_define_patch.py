@@ -527,6 +527,10 @@ def _print_user_errors(previous):
             sys.stderr.write("{}: error: {}\\n".format(prog, exc))
             sys.stderr.flush()
             sys.stdout.flush()
+            import multiprocessing
+
+            for child in multiprocessing.active_children():  # the data loader's workers
+                child.terminate()
             os._exit(1)  # now: a data loader thread still running made the shutdown abort
         else:
             previous(exc_type, exc, tb)
@@ -1890,7 +1894,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "6a73d6de65b7ff4eb486c8b5ff4c7f4a15dcf2f43d58f3dd8e0bfa72236350d1",
+        "5b83a6d3a53fdacc5c4d3ae5a8ee18330a4705b6fad0feebd3a863d049859f1d",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",

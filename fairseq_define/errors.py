@@ -98,7 +98,12 @@ def _excepthook(previous):
         cli_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq", message)
         sys.stdout.flush()
         # exit now: a data loader thread still running made the interpreter's shutdown abort
-        # ("terminate called without an active exception", exit 134) after the line
+        # ("terminate called without an active exception", exit 134) after the line; the
+        # data loader's worker processes go first (orphaned, they print tracebacks)
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.terminate()
         os._exit(1)
 
     return hook

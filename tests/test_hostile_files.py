@@ -192,6 +192,7 @@ def test_the_trust_tool_converts_text_arrays(tmp_path, capsys):
     assert safe_torch_load(str(tmp_path / "new.pt"))["x"] == [["ab", "c"]]
 
 
+@pytest.mark.cli  # starts a command
 def test_the_trust_tool_on_crafted_files_from_the_command_line(tmp_path):
     """An object dtype whose flags say plain bytes (numpy read a pointer the file chose: a
     segfault), and a module with import-time effects (it created a folder named after argv)."""
@@ -367,6 +368,7 @@ def test_corpora_refuses_damaged_archives_with_one_line(tmp_path, name, archive,
     assert list((tmp_path / "root" / "toy").iterdir()) == []  # nothing half-written
 
 
+@pytest.mark.cli  # starts a command
 def test_corpora_command_line_reports_a_damaged_archive(tmp_path):
     """corpora.py fetch on a data root whose cached archive is broken: one line, exit 2."""
     import corpora
@@ -426,6 +428,7 @@ def test_a_study_refuses_an_existing_report(tmp_path):
     assert resolve_dirs(quick, "lm_ptb")[1] == tmp_path / "w" / "report"  # its own work folder: resumed
 
 
+@pytest.mark.cli  # starts a command
 def test_results_cli_refuses_an_existing_figure(tmp_path):
     (tmp_path / "corr.png").write_bytes(b"mine")
     proc = subprocess.run([str(BIN / "fairseq-define-results"), "correlations", "--path", str(tmp_path / "x.pt"),
@@ -435,6 +438,7 @@ def test_results_cli_refuses_an_existing_figure(tmp_path):
     assert (tmp_path / "corr.png").read_bytes() == b"mine"
 
 
+@pytest.mark.cli  # starts a command
 def test_script_downloads_write_through_a_fresh_file(tmp_path):
     """run_scripts/lib.sh's fetch: a link planted at the old fixed name DEST.part is not followed."""
     import shutil

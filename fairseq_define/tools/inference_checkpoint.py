@@ -6,15 +6,12 @@ from ..output_files import check_output, save_checkpoint
 
 
 def check_fairseq_checkpoint(state, path: str) -> None:
-    """A file fairseq-train wrote: a dict with the parameters ("model") and the settings
-    ("cfg" or "args"). ``torch.save(model.state_dict())`` is refused in one line (the tools
-    failed on it with KeyError 'model' / 'best_loss')."""
+    """A file fairseq-train wrote: a dict with the parameters under "model".
+    ``torch.save(model.state_dict())`` is refused in one line (the tools failed on it with
+    KeyError 'model' / 'best_loss')."""
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise UserError(f"{path} is not a fairseq checkpoint (it has no 'model' entry; a plain state_dict?): "
                         "give a checkpoint written by fairseq-train (checkpoint_best.pt, checkpointN.pt)")
-    if state.get("cfg") is None and state.get("args") is None:
-        raise UserError(f"{path} has no settings ('cfg' or 'args'): give a checkpoint written by fairseq-train "
-                        "(checkpoint_best.pt, checkpointN.pt)")
 
 
 def load_model(path: str, data=None):
