@@ -215,10 +215,11 @@ results() {
     [[ -f "$WORKDIR/$id/train.log" ]] && grep -q '"valid_' "$WORKDIR/$id/train.log" && curves+=("$id=$WORKDIR/$id/train.log")
   done 3< <(table_rows)
   step "results (Table $TABLE, $MODE mode)"
-  fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md"
+  # the run's own report, rebuilt from its rows on every (resumed) run: replaced, as asked
+  fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md" --overwrite
   if [[ ${#curves[@]} -gt 0 && -n "${CURVE_METRIC:-}" ]]; then
     fairseq-define-results curves --metric "$CURVE_METRIC" --title "Table $TABLE ($MODE): validation" \
-      --output "$WORKDIR/valid_curves.png" "${curves[@]}"
+      --output "$WORKDIR/valid_curves.png" --overwrite "${curves[@]}"
   fi
   echo "  written: $WORKDIR/results.md${CURVE_METRIC:+, $WORKDIR/valid_curves.png}"
 }
