@@ -132,19 +132,243 @@ def add_checkpoint_safe_globals(classes):
             _EXTRA_SAFE_GLOBALS.append(cls)
 
 
-class CheckpointLoadError(RuntimeError):
-    """A checkpoint that cannot be loaded: unsafe, corrupt or truncated."""
+from fairseq import UserError  # noqa: E402  (defined before fairseq imports its submodules)
+
+
+class CheckpointLoadError(UserError, RuntimeError):
+    """A checkpoint that cannot be loaded: unsafe, corrupt or truncated (a UserError: fairseq's
+    command-line tools print it as one line, with or without the plugin)."""
+
+
+# What loading one checkpoint may allocate: a multiple of its size on disk plus a little.
+# torch.save stores every tensor's bytes in the file, so a genuine checkpoint needs about its
+# own size; a crafted one asks bytearray(N), torch.Tensor(N), a storage or a view with stride
+# 0 for far more than it holds (added by fairseq_define; docs/checkpoints.md).
+CHECKPOINT_MEMORY_FACTOR = 2
+CHECKPOINT_MEMORY_SLACK = 64 << 20  # bytes
+CHECKPOINT_MAX_DEPTH = 100  # containers nested deeper are refused: every consumer recurses
+CHECKPOINT_MAX_REFERENCES = 1_000_000  # plus one per 8 bytes of file: bounds a shared-reference bomb
+
+
+class CheckpointBudget:
+    """The memory one load may use (added by fairseq_define): ``charge`` refuses the file
+    once its objects ask for more than CHECKPOINT_MEMORY_FACTOR times its size plus the slack."""
+
+    def __init__(self, name, size):
+        self.name, self.size, self.used = name, size, 0
+        self.limit = float("inf") if size is None else CHECKPOINT_MEMORY_FACTOR * size + CHECKPOINT_MEMORY_SLACK
+
+    def refuse(self, why):
+        return CheckpointLoadError(
+            f"refusing to load {self.name}: {why}; the file is crafted or damaged, do not load it"
+        )
+
+    def charge(self, nbytes, what):
+        self.used += max(int(nbytes), 0)
+        if self.used > self.limit:
+            raise self.refuse(
+                f"it asks for more memory than a checkpoint of {self.size:,} bytes can hold "
+                f"({what}; at most {self.limit:,} bytes in all)"
+            )
+
+
+def _checkpoint_size(f):
+    if isinstance(f, (str, os.PathLike)):
+        return os.path.getsize(f)
+    if hasattr(f, "getbuffer"):
+        return f.getbuffer().nbytes
+    try:
+        here = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(here)
+        return end - here
+    except (AttributeError, OSError, ValueError):
+        return None  # not seekable: torch.load cannot read a zip from it either
+
+
+def _check_archive(f, budget):
+    """A zip (torch.save's format) whose entries unpack to more than the file's own size is a
+    compressed bomb: torch.save stores entries uncompressed."""
+    import zipfile
+
+    here = None if isinstance(f, (str, os.PathLike)) else f.tell()
+    try:
+        if not zipfile.is_zipfile(f):
+            return
+        with zipfile.ZipFile(f) as z:
+            unpacked = sum(i.file_size for i in z.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return  # torch.load reports the damage
+    finally:
+        if here is not None:
+            f.seek(here)
+    if budget.size is not None and unpacked > budget.size:
+        raise budget.refuse(
+            f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
+        )
+
+
+def _shape_items(args):
+    """Elements a constructor called with ``args`` allocates when they are sizes: the product
+    of its integer arguments (or of one tuple of integers); data arguments cost what they hold."""
+    if len(args) == 1 and isinstance(args[0], tuple):
+        args = args[0]
+    sizes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    if not sizes:
+        return 0
+    items = 1
+    for a in sizes:
+        items *= max(a, 0)
+    return items
+
+
+def bounded_constructors(allowed, budget):
+    """Replacements for the entries of ``allowed`` (qualified name -> object, torch's weights-
+    only allow-list) that allocate memory sized by numbers in the file: each charges ``budget``
+    before it allocates. The other entries build views or containers of what the file holds;
+    what they build is measured after the load (``check_loaded``). Every entry of torch's list
+    is in one of the two groups (tests/test_checkpoint_safety.py checks it)."""
+    from torch import _utils as tu
+
+    def sized(cls, item_bytes, qualified):
+        def new(_guard, *args):
+            budget.charge(_shape_items(args) * item_bytes, f"{qualified}{args!r:.80}")
+            result = cls(*args)
+            if "sparse" in getattr(cls, "__module__", ""):  # as torch's own loader does
+                tu._sparse_tensors_to_validate.append(result)
+            return result
+
+        attrs = {"__new__": new, "_fairseq_define_guards": cls}
+        if cls is torch.UntypedStorage:
+            attrs["dtype"] = torch.uint8  # what torch's zip loader reads for this storage type
+        return type(f"Bounded{getattr(cls, '__name__', 'Constructor')}", (), attrs)
+
+    def charged(func, cost):
+        def call(*args):
+            budget.charge(cost(*args), f"{func.__name__}")
+            return func(*args)
+
+        call.__name__ = func.__name__
+        return call
+
+    def unwrapped(func):
+        def call(f, new_type, args, state):
+            return func(f, getattr(new_type, "_fairseq_define_guards", new_type), args, state)
+
+        return call
+
+    sized_classes = {bytearray: 1, torch.Tensor: 8, torch.UntypedStorage: 8, torch.storage.TypedStorage: 8}
+    sized_classes.update((cls, 8) for cls in torch._tensor_classes)
+    out = {}
+    for qualified, obj in allowed.items():
+        if obj in sized_classes:
+            out[qualified] = sized(obj, sized_classes[obj], qualified)
+        elif obj is tu._rebuild_qtensor:  # allocates its size before it takes the storage
+            out[qualified] = charged(obj, lambda s, o, size, *rest: _shape_items((tuple(size),)) * 8)
+        elif obj is tu._rebuild_device_tensor_from_cpu_tensor:  # converts: a new copy
+            out[qualified] = charged(obj, lambda data, dtype, *rest: data.numel() * dtype.itemsize)
+        elif obj is tu._rebuild_device_tensor_from_numpy:
+            out[qualified] = charged(obj, lambda data, dtype, *rest: data.size * dtype.itemsize)
+        elif obj is torch._tensor._rebuild_from_type_v2:  # the class it checks against
+            out[qualified] = unwrapped(obj)
+    return out
+
+
+# the entries of torch's allow-list that build only views or containers of what the file
+# holds (the others are in bounded_constructors)
+CHECKPOINT_PROPORTIONAL_GLOBALS = (
+    "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter",
+    "torch.serialization._get_layout", "torch.Size", "torch.device", "_codecs.encode",
+    "builtins.set", "builtins.complex", "torch._utils._rebuild_sparse_tensor",
+    "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
+    "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_nested_tensor",
+    "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_parameter_with_state",
+    "torch._utils._rebuild_wrapper_subclass", "torch._utils._rebuild_tensor",
+)
+
+_LOAD_LOCK = None
+
+
+def _bounded_weights_only(budget):
+    """torch's weights-only unpickler, for one load, with bounded_constructors in its allow-list."""
+    import threading
+
+    from torch import _weights_only_unpickler as wo
+
+    global _LOAD_LOCK
+    if _LOAD_LOCK is None:
+        _LOAD_LOCK = threading.RLock()
+
+    @contextlib.contextmanager
+    def bounded():
+        with _LOAD_LOCK:
+            original = wo._get_allowed_globals
+            allowed = dict(original())
+            allowed.update(bounded_constructors(allowed, budget))
+            wo._get_allowed_globals = lambda: allowed
+            try:
+                yield
+            finally:
+                wo._get_allowed_globals = original
+
+    return bounded()
+
+
+def check_loaded(obj, budget):
+    """Measure what a load built, without recursion: refuse nesting deeper than
+    CHECKPOINT_MAX_DEPTH, more references than CHECKPOINT_MAX_REFERENCES (plus one per 8 bytes
+    of file), and tensors (each counted once) larger than the budget."""
+    references = CHECKPOINT_MAX_REFERENCES + (budget.size or 0) // 8
+    tensors = set()
+    plain = (str, bytes, bytearray, int, float, complex, bool, type(None), type)
+    stack = [(obj, 0)]
+    while stack:
+        o, depth = stack.pop()
+        references -= 1
+        if references < 0:
+            raise budget.refuse(f"it holds more than {CHECKPOINT_MAX_REFERENCES:,} references")
+        if isinstance(o, torch.Tensor):
+            if id(o) not in tensors:
+                tensors.add(id(o))
+                try:
+                    nbytes = o.numel() * o.element_size()
+                except (RuntimeError, NotImplementedError):  # layouts without a plain size
+                    nbytes = 0
+                budget.charge(nbytes, f"a tensor of shape {tuple(o.shape)}")
+            continue
+        if isinstance(o, plain):
+            continue
+        if isinstance(o, dict):
+            children = [*o.keys(), *o.values()]
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            children = list(o)
+        elif type(o).__module__.split(".")[0] in ("argparse", "omegaconf", "fairseq", "fairseq_define") and hasattr(
+            o, "__dict__"
+        ):  # Namespace, omegaconf nodes (their _parent points back up), Dictionary
+            children = [v for k, v in vars(o).items() if k != "_parent"]
+        else:
+            continue
+        if children and depth >= CHECKPOINT_MAX_DEPTH:
+            raise budget.refuse(f"its objects are nested deeper than {CHECKPOINT_MAX_DEPTH} levels")
+        stack.extend((c, depth + 1) for c in children)
+    return obj
 
 
 def safe_torch_load(f, map_location=None, extra_globals=()):
     """torch.load with the weights-only unpickler and fairseq's allow-list.
 
     A checkpoint that needs any other class is refused instead of executed; for an old
-    checkpoint you trust, see fairseq_define's README ("Loading checkpoints safely")."""
+    checkpoint you trust, see fairseq_define's README ("Loading checkpoints safely"). What the
+    load may allocate is bounded by the file's size (CheckpointBudget)."""
     name = f if isinstance(f, str) else getattr(f, "name", "the checkpoint")
     try:
+        budget = CheckpointBudget(name, _checkpoint_size(f))
+        _check_archive(f, budget)
         with torch.serialization.safe_globals(_fairseq_checkpoint_safe_globals() + list(extra_globals)):
-            return torch.load(f, map_location=map_location, weights_only=True)
+            with _bounded_weights_only(budget):
+                return check_loaded(torch.load(f, map_location=map_location, weights_only=True), budget)
+    except CheckpointLoadError:
+        raise
     except pickle.UnpicklingError as e:
         # a class or function outside the allow-list: what a crafted checkpoint needs
         reason = [l.strip() for l in str(e).splitlines() if "GLOBAL" in l]
@@ -154,6 +378,14 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
     except FileNotFoundError:
         raise CheckpointLoadError(
             f"no such checkpoint: {name}; check --path / --restore-file and --save-dir"
+        ) from None
+    except IsADirectoryError:
+        raise CheckpointLoadError(
+            f"{name} is a folder, not a checkpoint file: give the file (e.g. {os.path.join(name, 'checkpoint_best.pt')})"
+        ) from None
+    except (RecursionError, MemoryError) as e:
+        raise CheckpointLoadError(
+            f"refusing to load {name}: {type(e).__name__} while reading it; the file is crafted or damaged"
         ) from None
     except Exception as e:  # noqa: BLE001  the weights-only unpickler runs no code: anything
         error = e  # it raises on bad bytes (KeyError, IndexError, struct.error...) is a damaged file
@@ -294,6 +526,12 @@ def _print_user_errors(previous):
             prog = os.path.basename(sys.argv[0]) if sys.argv else "fairseq"
             sys.stderr.write("{}: error: {}\\n".format(prog, exc))
             sys.stderr.flush()
+            sys.stdout.flush()
+            import multiprocessing
+
+            for child in multiprocessing.active_children():  # the data loader's workers
+                child.terminate()
+            os._exit(1)  # now: a data loader thread still running made the shutdown abort
         else:
             previous(exc_type, exc, tb)
 
@@ -394,11 +632,19 @@ def main(args):
 # site in the module is missed). docs/checkpoints.md lists the sites.
 _CONFIG_LITERAL_HELPER = """
 
-class ConfigLiteralError(ValueError):
-    \"\"\"A config value that is not plain data (added by fairseq_define).\"\"\"
+from fairseq import UserError as _UserError  # noqa: E402  (fairseq/__init__.py defines it first)
 
 
-_CONFIG_LITERAL_MAX_ITEMS = 1_000_000  # "[0] * 10**12" would exhaust memory: bound repeats
+class ConfigLiteralError(_UserError):
+    \"\"\"A config value that is not plain data (added by fairseq_define; a ValueError, and a
+    UserError that fairseq's command-line tools print as one line).\"\"\"
+
+
+# What one config string may cost: "[0] * 10**12" or 600 joined copies of "[0] * 1000000"
+# would exhaust memory, a long chain of + or - the parser's and the evaluator's recursion
+_CONFIG_LITERAL_MAX_ITEMS = 1_000_000  # items (and characters) that its + and * build, together
+_CONFIG_LITERAL_MAX_CHARS = 100_000  # length of the string itself
+_CONFIG_LITERAL_MAX_DEPTH = 100  # nesting of brackets and operators
 _CONFIG_LITERAL_OPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -413,7 +659,9 @@ def parse_config_literal(value):
     Accepted: literals (numbers, strings, bytes, None, True, False, tuples, lists, dicts, sets),
     unary + and -, and + - * / between them, which fairseq's own defaults use
     (``"[(512, 10, 5)] + [(512, 3, 2)] * 4"``). Names, calls, attributes, subscripts,
-    comprehensions and lambdas raise ConfigLiteralError: running them could run anything.
+    comprehensions and lambdas raise ConfigLiteralError: running them could run anything; so
+    do strings longer than _CONFIG_LITERAL_MAX_CHARS, nested deeper than
+    _CONFIG_LITERAL_MAX_DEPTH, or building more than _CONFIG_LITERAL_MAX_ITEMS items in all.
     Like eval, a value that is not a string raises TypeError (callers rely on it).\"\"\"
     if isinstance(value, bytes):
         value = value.decode("utf-8")
@@ -427,6 +675,13 @@ def parse_config_literal(value):
             "may hold only plain values here (numbers, strings, tuples, lists, dicts, and + - * "
             "/ between them), so fix the value or do not use a checkpoint that holds it"
         )
+
+    budget = [_CONFIG_LITERAL_MAX_ITEMS]  # literals are bounded by the string's length
+
+    def spend(items):
+        budget[0] -= items
+        if budget[0] < 0:
+            raise refuse(f"it builds more than {_CONFIG_LITERAL_MAX_ITEMS} items")
 
     def walk(node):
         if isinstance(node, ast.Constant):
@@ -447,6 +702,11 @@ def parse_config_literal(value):
                 if isinstance(node.op, ast.Mult) and isinstance(seq, (str, bytes, tuple, list)):
                     if isinstance(n, int) and len(seq) * n > _CONFIG_LITERAL_MAX_ITEMS:
                         raise refuse(f"it repeats a sequence beyond {_CONFIG_LITERAL_MAX_ITEMS} items")
+                    if isinstance(n, int):
+                        spend(len(seq) * max(n, 0))
+            sequences = (str, bytes, tuple, list)
+            if isinstance(node.op, ast.Add) and isinstance(left, sequences) and isinstance(right, sequences):
+                spend(len(left) + len(right))
             try:
                 return _CONFIG_LITERAL_OPS[type(node.op)](left, right)
             except (TypeError, ZeroDivisionError, OverflowError) as e:
@@ -454,10 +714,20 @@ def parse_config_literal(value):
         what = type(node.op if isinstance(node, (ast.BinOp, ast.UnaryOp)) else node).__name__
         raise refuse(f"{what} is not plain data")
 
+    if len(value) > _CONFIG_LITERAL_MAX_CHARS:
+        raise refuse(f"it is {len(value)} characters long, more than {_CONFIG_LITERAL_MAX_CHARS}")
     try:
         tree = ast.parse(value.lstrip(" \\t"), mode="eval")
     except (SyntaxError, ValueError) as e:
         raise refuse(f"not a Python literal ({e.__class__.__name__})") from None
+    except (RecursionError, MemoryError):  # the parser's own limits: nested far too deep
+        raise refuse(f"it is nested deeper than {_CONFIG_LITERAL_MAX_DEPTH} levels") from None
+    levels = [(tree.body, 1)]  # measured without recursion, before walk() recurses
+    while levels:
+        node, depth = levels.pop()
+        if depth > _CONFIG_LITERAL_MAX_DEPTH:
+            raise refuse(f"it is nested deeper than {_CONFIG_LITERAL_MAX_DEPTH} levels")
+        levels.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return walk(tree.body)
 
 """
@@ -554,46 +824,55 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
 # converts only files whose globals are all plain data (inserted into checkpoint_utils.py).
 _PICKLE_INSPECTION_HELPER = '''
 
-# Globals outside the safe loader's allow-list that build plain data (numpy values); enums of
-# fairseq, fairseq_define and omegaconf count as plain data too (added by fairseq_define).
-CONVERTIBLE_CHECKPOINT_GLOBALS = (
-    "numpy.core.multiarray.scalar",
-    "numpy._core.multiarray.scalar",
-    "numpy.core.multiarray._reconstruct",
-    "numpy._core.multiarray._reconstruct",
-    "numpy.ndarray",
-    "numpy.dtype",
-    "builtins.frozenset",
-)
+# Globals outside the safe loader's allow-list that build plain data (numpy values), each
+# with the already-imported module and attribute it names (numpy 1 and 2 spell the module
+# differently); enums of fairseq, fairseq_define and omegaconf count as plain data too
+# (added by fairseq_define).
+CONVERTIBLE_CHECKPOINT_GLOBALS = {
+    "numpy.core.multiarray.scalar": ("numpy._core.multiarray", "numpy.core.multiarray", "scalar"),
+    "numpy._core.multiarray.scalar": ("numpy._core.multiarray", "numpy.core.multiarray", "scalar"),
+    "numpy.core.multiarray._reconstruct": ("numpy._core.multiarray", "numpy.core.multiarray", "_reconstruct"),
+    "numpy._core.multiarray._reconstruct": ("numpy._core.multiarray", "numpy.core.multiarray", "_reconstruct"),
+    "numpy.ndarray": ("numpy", "numpy", "ndarray"),
+    "numpy.dtype": ("numpy", "numpy", "dtype"),
+    "builtins.frozenset": ("builtins", "builtins", "frozenset"),
+}
 _ENUM_MODULES = ("fairseq.", "fairseq_define.", "omegaconf.")
 
 
-def resolve_checkpoint_global(qualified):
-    """(kind, object) for a pickle global ``module.name``: "safe" (the safe loader accepts
-    it), "data" (plain data that fairseq-define-trust-checkpoint converts) or "code" (object
-    None; its module is never imported)."""
-    import enum
-    import importlib
-
+def checkpoint_safe_globals_by_name():
+    """The safe loader's allow-list: qualified name -> object (torch's and fairseq's)."""
     from torch import _weights_only_unpickler
 
     safe = dict(_weights_only_unpickler._get_allowed_globals())
     for obj in _fairseq_checkpoint_safe_globals():
         name = getattr(obj, "__qualname__", None) or getattr(obj, "_name", "")
         safe[f"{obj.__module__}.{name}"] = obj
+    return safe
+
+
+def resolve_checkpoint_global(qualified):
+    """(kind, object) for a pickle global ``module.name``: "safe" (the safe loader accepts
+    it), "data" (plain data that fairseq-define-trust-checkpoint converts) or "code" (object
+    None). Only names on these lists resolve, and only from modules that are already imported:
+    nothing is ever imported because a file names it (importing a module can run code)."""
+    import enum
+    import sys
+
+    safe = checkpoint_safe_globals_by_name()
     if qualified in safe:
         return "safe", safe[qualified]
-    if qualified not in CONVERTIBLE_CHECKPOINT_GLOBALS and not qualified.startswith(_ENUM_MODULES):
+    if qualified in CONVERTIBLE_CHECKPOINT_GLOBALS:
+        *modules, attr = CONVERTIBLE_CHECKPOINT_GLOBALS[qualified]
+        for module in modules:
+            if module in sys.modules and attr in vars(sys.modules[module]):
+                return "data", vars(sys.modules[module])[attr]
         return "code", None
     module, _, name = qualified.rpartition(".")
-    try:  # numpy, fairseq, fairseq_define, omegaconf: importing them runs nothing the file chose
-        obj = importlib.import_module(module)
-        obj = getattr(obj, name)
-    except (ImportError, AttributeError, ValueError):
+    if not qualified.startswith(_ENUM_MODULES) or module not in sys.modules:
         return "code", None
-    if qualified in CONVERTIBLE_CHECKPOINT_GLOBALS:
-        return "data", obj
-    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+    obj = vars(sys.modules[module]).get(name)  # no getattr: a module __getattr__ could run code
+    if isinstance(obj, type) and issubclass(obj, enum.Enum) and (obj.__module__, obj.__qualname__) == (module, name):
         return "data", obj
     return "code", None
 
@@ -930,6 +1209,63 @@ PATCHES: Tuple[FilePatch, ...] = (
             Edit(
                 '        state = torch.load(f, map_location=torch.device("cpu"))\n',
                 '        state = safe_torch_load(f, map_location=torch.device("cpu"))\n',
+            ),
+            # (fairseq_define) a folder given as a checkpoint (IsADirectoryError), and
+            # --model-overrides that is not a dict (AttributeError on .items())
+            Edit(
+                "        local_path = PathManager.get_local_path(path)\n"
+                "\n"
+                '    with open(local_path, "rb") as f:\n',
+                "        local_path = PathManager.get_local_path(path)\n"
+                "\n"
+                "    if os.path.isdir(local_path):\n"
+                "        raise CheckpointLoadError(\n"
+                '            "{} is a folder, not a checkpoint file: give the file (e.g. {})".format(\n'
+                '                path, os.path.join(path, "checkpoint_best.pt")\n'
+                "            )\n"
+                "        )\n"
+                "    if arg_overrides is not None and not isinstance(arg_overrides, dict):\n"
+                "        raise UserError(\n"
+                "            \"--model-overrides must be a dict of settings, e.g. \\\"{{'beam': 5}}\\\", got {!r}\".format(\n"
+                "                arg_overrides\n"
+                "            )\n"
+                "        )\n"
+                '    with open(local_path, "rb") as f:\n',
+            ),
+            # (fairseq_define) torch.save(model.state_dict()) is not a checkpoint: KeyError later
+            Edit(
+                '    if "args" in state and state["args"] is not None and arg_overrides is not None:\n',
+                '    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):\n'
+                "        raise CheckpointLoadError(\n"
+                '            "{} is not a fairseq checkpoint (it has no \'model\' entry; a plain state_dict?): "\n'
+                '            "give a checkpoint written by fairseq-train (checkpoint_best.pt, "\n'
+                '            "checkpointN.pt)".format(path)\n'
+                "        )\n"
+                '    if "args" in state and state["args"] is not None and arg_overrides is not None:  # a dict\n',
+            ),
+            Edit(
+                "    else:\n"
+                "        checkpoint_path = cfg.restore_file\n"
+                "\n"
+                '    if cfg.restore_file != "checkpoint_last.pt" and cfg.finetune_from_model:\n',
+                "    else:\n"
+                "        checkpoint_path = cfg.restore_file\n"
+                "\n"
+                "    # (fairseq_define) a folder, or a --restore-file that does not exist: training from\n"
+                "    # scratch without a word was the result\n"
+                "    if os.path.isdir(checkpoint_path) or (\n"
+                '        cfg.restore_file != "checkpoint_last.pt"\n'
+                "        and not cfg.finetune_from_model\n"
+                "        and not PathManager.exists(checkpoint_path)\n"
+                "    ):\n"
+                "        raise UserError(\n"
+                '            "--restore-file {} {}: give a checkpoint file (e.g. {})".format(\n'
+                "                checkpoint_path,\n"
+                '                "is a folder" if os.path.isdir(checkpoint_path) else "does not exist",\n'
+                '                os.path.join(cfg.save_dir, "checkpoint_last.pt"),\n'
+                "            )\n"
+                "        )\n"
+                '    if cfg.restore_file != "checkpoint_last.pt" and cfg.finetune_from_model:\n',
             ),
             Edit(
                 "        new_state = torch.load(\n            f,\n",
@@ -1455,6 +1791,228 @@ PATCHES += tuple(
 )
 
 
+# fairseq's hub (from_pretrained with a .tar.gz) extracted every member wherever its name
+# pointed (``../`` and absolute names reached site-packages, links anywhere), then replaced
+# the user's archive by a folder; a missing path gave None and a TypeError later.
+_ARCHIVE_MEMBERS_HELPER = """def _safe_archive_members(archive, path):
+    # (added by fairseq_define) only regular files and folders, each under the destination:
+    # a member with an absolute name or a "..", a link, a device or a fifo is refused
+    from fairseq import UserError
+
+    members = archive.getmembers()
+    for m in members:
+        if m.issym() or m.islnk():
+            why = "a link"
+        elif not (m.isfile() or m.isdir()):
+            why = "a device, fifo or other special file"
+        elif os.path.isabs(m.name) or ".." in m.name.split("/"):
+            why = "a path outside the folder it is extracted to"
+        else:
+            continue
+        raise UserError(
+            "refusing to extract {}: its member {!r} is {}; a model archive may hold only "
+            "files and folders".format(path, m.name, why)
+        )
+    return members
+
+
+def _archive_top_dir(members):
+    # (added by fairseq_define) the one folder that holds everything, or "" (the archive root)
+    names = [m.name for m in members]
+    top = os.path.commonpath(names) if names else ""
+    return top if any(m.isdir() and m.name == top for m in members) else ""
+
+
+def load_archive_file(archive_file):
+"""
+
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/file_utils.py",
+        "hub archives: only files and folders under the destination; the archive is kept",
+        (
+            Edit(
+                "def load_archive_file(archive_file):\n    # redirect to the cache, if necessary\n",
+                _ARCHIVE_MEMBERS_HELPER + "    # redirect to the cache, if necessary (fairseq_define: members checked)\n",
+            ),
+            Edit(
+                "                archive_file,\n"
+                "                archive_file,\n"
+                "            )\n"
+                "        )\n"
+                "        return None\n",
+                "                archive_file,\n"
+                "                archive_file,\n"
+                "            )\n"
+                "        )\n"
+                "        from fairseq import UserError  # (fairseq_define) not None: a TypeError later\n\n"
+                "        raise UserError(\n"
+                '            "{} does not exist: from_pretrained takes a folder that holds the checkpoint "\n'
+                '            "(and the data), a .tar.gz or .tar.bz2 of one, or a URL".format(archive_file)\n'
+                "        )\n",
+            ),
+            Edit(
+                '        with tarfile.open(resolved_archive_file, "r:" + ext) as archive:\n'
+                "            top_dir = os.path.commonprefix(archive.getnames())\n"
+                "            archive.extractall(tempdir)\n"
+                "        os.remove(resolved_archive_file)\n",
+                "        try:\n"
+                '            with tarfile.open(resolved_archive_file, "r:" + ext) as archive:\n'
+                "                members = _safe_archive_members(archive, resolved_archive_file)\n"
+                "                top_dir = _archive_top_dir(members)\n"
+                '                archive.extractall(tempdir, members=members, filter="data")\n'
+                "        except tarfile.TarError as e:\n"
+                "            from fairseq import UserError\n\n"
+                "            shutil.rmtree(tempdir)\n"
+                "            raise UserError(\n"
+                '                "cannot extract {}: {} ({}); give a .tar.gz or .tar.bz2 archive, or the "\n'
+                '                "folder itself".format(resolved_archive_file, e, type(e).__name__)\n'
+                "            ) from None\n"
+                "        if resolved_archive_file == archive_file:  # the user's own file: kept as it is\n"
+                "            return os.path.join(tempdir, top_dir)\n"
+                "        os.remove(resolved_archive_file)\n",
+            ),
+        ),
+    ),
+)
+
+
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/sequence_generator.py",
+        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation",
+        (
+            Edit(
+                "        self.vocab_size = len(tgt_dict)\n        self.beam_size = beam_size\n",
+                "        self.vocab_size = len(tgt_dict)\n"
+                "        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:\n"
+                "            from fairseq import UserError  # (fairseq_define)\n\n"
+                "            raise UserError(\"--beam {} must be at least 1 (1 is greedy search)\".format(beam_size))\n"
+                "        self.beam_size = beam_size\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/interactive.py",
+        "--input: a folder, a missing file or text that is not UTF-8 gives one line",
+        (
+            Edit(
+                "    buffer = []\n"
+                '    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:\n'
+                "        for src_str in h:\n"
+                "            buffer.append(src_str.strip())\n"
+                "            if len(buffer) >= buffer_size:\n"
+                "                yield buffer\n"
+                "                buffer = []\n",
+                "    from fairseq import UserError  # (fairseq_define) kind and encoding checked\n\n"
+                "    buffer = []\n"
+                '    if input != "-" and not os.path.isfile(input):\n'
+                "        raise UserError(\n"
+                '            "--input {} is {}: give a text file, or - for standard input".format(\n'
+                '                input, "a folder" if os.path.isdir(input) else "not an existing file"\n'
+                "            )\n"
+                "        )\n"
+                '    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:\n'
+                "        try:\n"
+                "            for src_str in h:\n"
+                "                buffer.append(src_str.strip())\n"
+                "                if len(buffer) >= buffer_size:\n"
+                "                    yield buffer\n"
+                "                    buffer = []\n"
+                "        except UnicodeDecodeError as e:\n"
+                "            raise UserError(\n"
+                '                "--input {} is not UTF-8 text ({}): convert it to UTF-8 (e.g. iconv -f "\n'
+                '                "latin1 -t utf-8)".format(input, e.reason)\n'
+                "            ) from None\n",
+            ),
+        ),
+    ),
+)
+
+
+# A binarized split is checked whole when it loads, not only its first bytes: the index's
+# header against the index's length, and every sentence's offset against the sizes and the
+# data file's length (a truncated or mismatched .bin read garbage or failed mid-training).
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/data/indexed_dataset.py",
+        "the whole index checked against its header and the data file's length",
+        (
+            Edit(
+                '                version = struct.unpack("<Q", stream.read(8))\n'
+                "                assert (1,) == version\n"
+                "\n"
+                '                (dtype_code,) = struct.unpack("<B", stream.read(1))\n'
+                "                self._dtype = _code_to_dtype[dtype_code]\n"
+                "                self._dtype_size = self._dtype().itemsize\n"
+                "\n"
+                '                self._len = struct.unpack("<Q", stream.read(8))[0]\n'
+                "                offset = stream.tell()\n",
+                "                header = stream.read(17)  # (fairseq_define) checked against the file\n"
+                "                file_size = os.fstat(stream.fileno()).st_size\n"
+                "                if len(header) == 17:\n"
+                '                    version = struct.unpack("<Q", header[:8])\n'
+                "                    dtype_code = header[8]\n"
+                '                    self._len = struct.unpack("<Q", header[9:])[0]\n'
+                "                offset = stream.tell()\n"
+                "                if (\n"
+                "                    len(header) < 17\n"
+                "                    or version != (1,)\n"
+                "                    or dtype_code not in _code_to_dtype\n"
+                "                    or file_size != offset + 12 * self._len\n"
+                "                ):\n"
+                "                    from fairseq import UserError\n"
+                "\n"
+                "                    raise UserError(\n"
+                '                        "{} is damaged or truncated: its {} bytes do not match its header; "\n'
+                '                        "run fairseq-preprocess again".format(path, file_size)\n'
+                "                    )\n"
+                "                self._dtype = _code_to_dtype[dtype_code]\n"
+                "                self._dtype_size = self._dtype().itemsize\n",
+            ),
+            Edit(
+                "        self._bin_buffer_mmap = np.memmap(\n"
+                '            data_file_path(self._path), mode="r", order="C"\n'
+                "        )\n"
+                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)\n",
+                "        self._bin_buffer_mmap = np.memmap(\n"
+                '            data_file_path(self._path), mode="r", order="C"\n'
+                "        )\n"
+                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)  # checked whole:\n"
+                "        # (fairseq_define) each sentence starts where the one before ends, and the\n"
+                "        # data file ends where the last one does\n"
+                "        sizes = self._index._sizes.astype(np.int64)\n"
+                "        step = self._index._dtype_size\n"
+                "        starts = np.concatenate(([0], np.cumsum(sizes[:-1]) * step))[: len(sizes)]\n"
+                "        end = int(starts[-1] + sizes[-1] * step) if len(sizes) else 0\n"
+                "        if (\n"
+                "            (sizes < 0).any()\n"
+                "            or not np.array_equal(self._index._pointers, starts)\n"
+                "            or end != len(self._bin_buffer)\n"
+                "        ):\n"
+                "            from fairseq import UserError\n"
+                "\n"
+                "            raise UserError(\n"
+                '                "{} and {} do not match (the index describes {} bytes, the data file "\n'
+                '                "holds {}): one of them is truncated or damaged; run fairseq-preprocess "\n'
+                '                "again".format(\n'
+                "                    index_file_path(self._path),\n"
+                "                    data_file_path(self._path),\n"
+                "                    end,\n"
+                "                    len(self._bin_buffer),\n"
+                "                )\n"
+                "            )\n",
+            ),
+            Edit("import shutil\nimport struct\n", "import os\nimport shutil\nimport struct  # os: fairseq_define\n"),
+        ),
+    ),
+)
+
+
 def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
     """Several concerns edit the same file (fairseq/utils.py: config literals and the
     missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
@@ -1492,7 +2050,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "1d67dd40e1b74c395014954d340ce20e291afd313f145d395ecbeab25f22bf73",
+        "5058db6dbc0092608898296ff16f8b9f9ebedbc352e70f936d668da598e26467",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -1524,7 +2082,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "ac0d629d6679ce93870d3e8c1f27b7b955b8f36bd96e0cefccc6590f06e4ddfc",
+        "a6206de271b9d9ad05fbe79febe0e1a5b3ff50cfcfc15c2bc051d85d9fb95024",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -1536,7 +2094,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "f3dce54edc964881e18f8d485c080fe4fd9ec7d785b2be80653a749f752395ef",
+        "5b83a6d3a53fdacc5c4d3ae5a8ee18330a4705b6fad0feebd3a863d049859f1d",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
@@ -1552,7 +2110,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "6932c335af5b9f69da2d0531090f10cf9f9ac5660808e7af1393c7491e13770b",
+        "ed1f036ef37e5a0046055f2a8f4d1e35f288e3893856748b51326e8555d556a6",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
@@ -1705,6 +2263,18 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq/data/huffman/huffman_coder.py": (
         "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
         "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
+    ),
+    "fairseq/file_utils.py": (
+        "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
+        "c4e90373b93078c6e0e1e93ce8912c6345d4a81ccd85b89aa92bc33cabf75075",
+    ),
+    "fairseq/sequence_generator.py": (
+        "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
+        "ca0eff3e02ea90ca4bd76af452c84a408c0deb5d068b30769a2fb630763e1ffb",
+    ),
+    "fairseq_cli/interactive.py": (
+        "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
+        "da45f5c6b8837b9d32344524c784deadba81d6fd39adfb759184ed038e581986",
     ),
 }
 

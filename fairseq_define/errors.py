@@ -96,6 +96,15 @@ def _excepthook(previous):
         if message is None:
             return previous(exc_type, exc, tb)
         cli_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq", message)
+        sys.stdout.flush()
+        # exit now: a data loader thread still running made the interpreter's shutdown abort
+        # ("terminate called without an active exception", exit 134) after the line; the
+        # data loader's worker processes go first (orphaned, they print tracebacks)
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.terminate()
+        os._exit(1)
 
     return hook
 

@@ -38,9 +38,9 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def check_output(path, overwrite: bool = False, flag: str = "--overwrite") -> None:
-    """Refuse, before any work, a destination that exists (unless ``overwrite``) or whose
-    folder is missing or not writable."""
+def check_new_output(path, overwrite: bool = False, flag: str = "--overwrite") -> None:
+    """The one rule for every output: an existing destination is refused unless ``overwrite``
+    (the user asked with ``flag``); a folder is never a file's destination."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise UserError(f"{path} is a folder; give a file name for the output")
@@ -49,6 +49,13 @@ def check_output(path, overwrite: bool = False, flag: str = "--overwrite") -> No
             f"{path} exists; choose a new file name, or pass {flag} to replace it"
             if flag else f"{path} exists; choose a new file name (nothing is overwritten)"
         )
+
+
+def check_output(path, overwrite: bool = False, flag: str = "--overwrite") -> None:
+    """Refuse, before any work, a destination that exists (unless ``overwrite``) or whose
+    folder is missing or not writable."""
+    path = os.fspath(path)
+    check_new_output(path, overwrite, flag)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UserError(f"the folder of {path} does not exist; create it first")

@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,12 +133,38 @@ def locate(dataset, data_root=None, download=False, verify_sums=True):
     )
 
 
+def fresh_temp(dest):
+    """A new, exclusively created file next to ``dest`` (never a fixed name a planted link could
+    redirect); the caller renames it over ``dest`` or removes it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
 def download(url, dest):
     logger_line(f"downloading {url}")
-    part = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=60) as r, open(part, "wb") as out:
-        shutil.copyfileobj(r, out)
-    part.replace(dest)
+    part = fresh_temp(dest)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r, open(part, "wb") as out:
+            shutil.copyfileobj(r, out)
+        part.replace(dest)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+# An extracted file may be at most this many times its archive's size: text compresses 3 to 5
+# times; a crafted archive (a few MB that unpack to GBs) is stopped before it fills the disk.
+MAX_EXPANSION = 50
+
+
+def copy_bounded(src, out, limit, archive):
+    written = 0
+    while chunk := src.read(1 << 20):
+        written += len(chunk)
+        if written > limit:
+            raise DataError(f"{archive} unpacks to more than {MAX_EXPANSION} times its size: not the published "
+                            "archive (a decompression bomb?); it was removed: run again to download it afresh")
+        out.write(chunk)
 
 
 def logger_line(msg):
@@ -156,65 +183,82 @@ def fetch(files, target, verify_sums=True):
                 check(dest, f.checksum)
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + ".tmp")
         kind = f.sources[0]
         if kind == "local":
             raise DataError(f"{f.dataset} has no public download as one file: copy it into {dest.parent} "
                             f"(pass --data-root DIR or set {ENV}=DIR to where it is)")
-        if kind.startswith("sacrebleu:"):
-            _, test_set, pair, side = kind.split(":")
-            proc = subprocess.run([sys.executable, "-m", "sacrebleu", "-t", test_set, "-l", pair, "--echo", side],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if proc.returncode != 0:
-                raise DataError(f"sacreBLEU could not fetch {test_set} {pair} (no network?): "
-                                f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
-            tmp.write_bytes(proc.stdout)
-        else:
-            archive = cache / Path(f.sources[0]).name
-            if not archive.is_file():
-                errors = []
-                for url in f.sources:
-                    try:
-                        download(url, archive)
-                        break
-                    except OSError as e:
-                        errors.append(f"{url}: {e}")
-                else:
-                    raise DataError(f"could not download {f.dataset} ({'; '.join(errors)}): download it yourself "
-                                    f"and pass --data-root DIR")
+        tmp = fresh_temp(dest)
+        try:
+            fetch_one(f, cache, tmp, verify_sums)
+            tmp.replace(dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def fetch_one(f, cache, tmp, verify_sums):
+    """Write ``f`` into ``tmp``, checked."""
+    kind = f.sources[0]
+    if kind.startswith("sacrebleu:"):
+        _, test_set, pair, side = kind.split(":")
+        proc = subprocess.run([sys.executable, "-m", "sacrebleu", "-t", test_set, "-l", pair, "--echo", side],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise DataError(f"sacreBLEU could not fetch {test_set} {pair} (no network?): "
+                            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+        tmp.write_bytes(proc.stdout)
+    else:
+        archive = cache / Path(f.sources[0]).name
+        if not archive.is_file():
+            errors = []
+            for url in f.sources:
+                try:
+                    download(url, archive)
+                    break
+                except OSError as e:
+                    errors.append(f"{url}: {e}")
+            else:
+                raise DataError(f"could not download {f.dataset} ({'; '.join(errors)}): download it yourself "
+                                f"and pass --data-root DIR")
+        try:
             if f.member == "gunzip":
                 with gzip.open(archive, "rb") as src, open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
+                    copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
             elif f.member != "-":
                 extract(archive, f.member, tmp)
             else:
                 shutil.copyfile(archive, tmp)
-        if verify_sums:
-            try:
-                check(tmp, f.checksum)
-            except DataError:
-                tmp.unlink()
-                raise DataError(f"the downloaded {f.path} does not match its published checksum {f.checksum}: "
-                                "the source changed or the download broke; delete "
-                                f"{cache} and run again") from None
-        tmp.replace(dest)
+        except (tarfile.TarError, zipfile.BadZipFile, gzip.BadGzipFile, EOFError, zlib.error) as e:
+            archive.unlink()
+            raise DataError(f"the downloaded {archive} is damaged ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); it was removed: "
+                            "run again to download it afresh") from None
+        except DataError:
+            archive.unlink()
+            raise
+    if verify_sums:
+        try:
+            check(tmp, f.checksum)
+        except DataError:
+            tmp.unlink()
+            raise DataError(f"the downloaded {f.path} does not match its published checksum {f.checksum}: "
+                            "the source changed or the download broke; delete "
+                            f"{cache} and run again") from None
 
 
 def extract(archive, member, dest):
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as z:
             if member not in z.namelist():
-                raise DataError(f"{archive} holds no {member}: not the published archive; delete it and run again")
+                raise DataError(f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)")
             with z.open(member) as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
+                copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
     else:
         with tarfile.open(archive) as t:
             # archives name their members with or without a leading "./"
             names = {m.name.removeprefix("./"): m for m in t.getmembers() if m.isfile()}
             if member not in names:
-                raise DataError(f"{archive} holds no {member}: not the published archive; delete it and run again")
+                raise DataError(f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)")
             with t.extractfile(names[member]) as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
+                copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
 
 
 def main(argv=None):

@@ -17,6 +17,24 @@ fi
 SCRIPT_NAME="$(basename "$0")"
 die() { echo "$SCRIPT_NAME: error: $*" >&2; exit 2; }
 step() { echo; echo "==> $*"; }
+
+# fresh_tmp DEST / fresh_tmpdir DEST: a new file (folder) next to DEST, created exclusively
+# under a unique name (never a fixed DEST.tmp that a planted link could redirect) and removed
+# when the script exits; write it, then `mv -f` it over DEST (mv -T for a folder)
+FRESH_TMPS=()
+trap 'rm -rf ${FRESH_TMPS[@]+"${FRESH_TMPS[@]}"}' EXIT
+fresh_tmp() {
+  local d t
+  d="$(dirname "$1")"; mkdir -p "$d"
+  t="$(mktemp "$d/.$(basename "$1").XXXXXX")" || die "cannot write into $d"
+  chmod 0644 "$t"; FRESH_TMPS+=("$t"); echo "$t"
+}
+fresh_tmpdir() {
+  local d t
+  d="$(dirname "$1")"; mkdir -p "$d"
+  t="$(mktemp -d "$d/.$(basename "$1").XXXXXX")" || die "cannot write into $d"
+  chmod 0755 "$t"; FRESH_TMPS+=("$t"); echo "$t"
+}
 minutes_to_hours() { python3 -c "import sys; print(float(sys.argv[1]) / 60)" "$1"; }
 
 require_commands() {
@@ -27,15 +45,15 @@ require_commands() {
 }
 require_commands fairseq-train fairseq-preprocess fairseq-define-results python3
 
-# fetch URL DEST: download once (resuming a partial file), failing clearly on a broken link
+# fetch URL DEST: download once, through a fresh temporary file, failing clearly on a broken link
 fetch() {
-  local url="$1" dest="$2"
+  local url="$1" dest="$2" part
   [[ -s "$dest" ]] && return 0
-  mkdir -p "$(dirname "$dest")"
+  part="$(fresh_tmp "$dest")"
   echo "  downloading $url"
-  curl -fL --retry 3 --retry-delay 5 -C - -o "$dest.part" "$url" \
+  curl -fL --retry 3 --retry-delay 5 -o "$part" "$url" \
     || die "download of $url failed (no network, or the link is broken). Fetch the file yourself into $dest, or pass the local files (see --help)"
-  mv "$dest.part" "$dest"
+  mv -f "$part" "$dest"
 }
 
 # corpus_dir SET: the folder of a corpus of run_scripts/corpora.tsv in the data root, checked
@@ -197,10 +215,11 @@ results() {
     [[ -f "$WORKDIR/$id/train.log" ]] && grep -q '"valid_' "$WORKDIR/$id/train.log" && curves+=("$id=$WORKDIR/$id/train.log")
   done 3< <(table_rows)
   step "results (Table $TABLE, $MODE mode)"
-  fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md"
+  # the run's own report, rebuilt from its rows on every (resumed) run: replaced, as asked
+  fairseq-define-results table --table "$TABLE" --workdir "$WORKDIR" --output "$WORKDIR/results.md" --overwrite
   if [[ ${#curves[@]} -gt 0 && -n "${CURVE_METRIC:-}" ]]; then
     fairseq-define-results curves --metric "$CURVE_METRIC" --title "Table $TABLE ($MODE): validation" \
-      --output "$WORKDIR/valid_curves.png" "${curves[@]}"
+      --output "$WORKDIR/valid_curves.png" --overwrite "${curves[@]}"
   fi
   echo "  written: $WORKDIR/results.md${CURVE_METRIC:+, $WORKDIR/valid_curves.png}"
 }

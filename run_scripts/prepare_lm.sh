@@ -76,10 +76,10 @@ take "$SRC_DIR/${FILES[2]}" "$HEAD_EVAL" > "$RAW/test.txt"
 for s in train valid test; do printf '  %-5s %9d lines %11d tokens\n' "$s" "$(wc -l < "$RAW/$s.txt")" "$(wc -w < "$RAW/$s.txt")"; done
 
 step "$DATASET: fairseq-preprocess --only-source"
-rm -rf "$BIN.tmp"
+bin_tmp="$(fresh_tmpdir "$BIN")"
 fairseq-preprocess --only-source --trainpref "$RAW/train.txt" --validpref "$RAW/valid.txt" \
-  --testpref "$RAW/test.txt" --destdir "$BIN.tmp" --workers "$WORKERS" > "$OUT/preprocess.log" 2>&1 \
+  --testpref "$RAW/test.txt" --destdir "$bin_tmp" --workers "$WORKERS" > "$OUT/preprocess.log" 2>&1 \
   || die "fairseq-preprocess failed; see $OUT/preprocess.log"
-rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+rm -rf "$BIN" && mv -T "$bin_tmp" "$BIN"
 echo "  dictionary: $(wc -l < "$BIN/dict.txt") types (+4 specials) -> $BIN"
 touch "$BIN/done"

@@ -79,7 +79,7 @@ else
     [http://statmt.org/wmt13/training-parallel-commoncrawl.tgz]="commoncrawl.de-en"
     [http://statmt.org/wmt14/training-parallel-nc-v9.tgz]="training/news-commentary-v9.de-en"
   )
-  : > "$RAW/train.en.tmp"; : > "$RAW/train.de.tmp"
+  train_en="$(fresh_tmp "$RAW/train.en")"; train_de="$(fresh_tmp "$RAW/train.de")"
   for url in "${!CORPORA[@]}"; do
     archive="$DL/$(basename "$url")" member="${CORPORA[$url]}"
     fetch "$url" "$archive"
@@ -87,9 +87,9 @@ else
     tar -xzf "$archive" -C "$DL" "$member.en" "$member.de" 2>/dev/null \
       || die "$archive does not hold $member.{en,de}: not the WMT14 archive this script expects"
     [[ $(wc -l < "$DL/$member.en") == $(wc -l < "$DL/$member.de") ]] || die "$member.en and .de are not line-aligned"
-    cat "$DL/$member.en" >> "$RAW/train.en.tmp"; cat "$DL/$member.de" >> "$RAW/train.de.tmp"
+    cat "$DL/$member.en" >> "$train_en"; cat "$DL/$member.de" >> "$train_de"
   done
-  mv "$RAW/train.en.tmp" "$RAW/train.en"; mv "$RAW/train.de.tmp" "$RAW/train.de"
+  mv -f "$train_en" "$RAW/train.en"; mv -f "$train_de" "$RAW/train.de"
   # sacreBLEU downloads and checks the official test sets itself
   sacrebleu -t wmt14/full -l en-de --echo src > "$RAW/valid.en" && sacrebleu -t wmt14/full -l en-de --echo ref > "$RAW/valid.de" \
     && sacrebleu -t wmt17 -l en-de --echo src > "$RAW/test.en" && sacrebleu -t wmt17 -l en-de --echo ref > "$RAW/test.de" \
@@ -107,12 +107,13 @@ step "2/5 normalize punctuation and tokenize (sacremoses: -a aggressive hyphen s
 for s in train valid test; do
   for l in en de; do
     [[ -s "$TOK/$s.$l" ]] && continue
+    tok_tmp="$(fresh_tmp "$TOK/$s.$l")"
     # control characters become spaces, as Moses' remove-non-printing-char.perl does
     # (sacremoses' own -c would glue the words either side of a tab together)
     python3 -c "import re, sys; [sys.stdout.write(re.sub(r'[\x00-\x1f\x7f-\x9f\u200b-\u200f\ufeff]', ' ', l.rstrip('\n')) + '\n') for l in sys.stdin]" < "$RAW/$s.$l" \
       | sacremoses -q -l "$l" -j "$WORKERS" normalize \
-      | sacremoses -q -l "$l" -j "$WORKERS" tokenize -a -x > "$TOK/$s.$l.tmp"
-    mv "$TOK/$s.$l.tmp" "$TOK/$s.$l"
+      | sacremoses -q -l "$l" -j "$WORKERS" tokenize -a -x > "$tok_tmp"
+    mv -f "$tok_tmp" "$TOK/$s.$l"
   done
 done
 
@@ -135,9 +136,10 @@ EOF
 step "4/5 joint subword model ($BPE, $BPE_OPS)"
 if [[ "$BPE" == subword-nmt ]]; then
   if [[ ! -s "$SUB/codes" ]]; then
-    cat "$TOK/train.clean.en" "$TOK/train.clean.de" | subword-nmt learn-bpe -s "$BPE_OPS" > "$SUB/codes.tmp" 2> "$SUB/learn-bpe.log" \
+    codes="$(fresh_tmp "$SUB/codes")"
+    cat "$TOK/train.clean.en" "$TOK/train.clean.de" | subword-nmt learn-bpe -s "$BPE_OPS" > "$codes" 2> "$SUB/learn-bpe.log" \
       || die "subword-nmt learn-bpe failed; see $SUB/learn-bpe.log"
-    mv "$SUB/codes.tmp" "$SUB/codes"
+    mv -f "$codes" "$SUB/codes"
   fi
   for s in train valid test; do
     for l in en de; do
@@ -168,11 +170,11 @@ for line in sys.stdin: print(' '.join(sp.encode(line.strip(), out_type=str)))" "
 fi
 
 step "5/5 fairseq-preprocess --joined-dictionary"
-rm -rf "$BIN.tmp"
+bin_tmp="$(fresh_tmpdir "$BIN")"
 fairseq-preprocess --source-lang en --target-lang de --trainpref "$SUB/train" --validpref "$SUB/valid" \
-  --testpref "$SUB/test" --destdir "$BIN.tmp" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.log" 2>&1 \
+  --testpref "$SUB/test" --destdir "$bin_tmp" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.log" 2>&1 \
   || die "fairseq-preprocess failed; see $OUT/preprocess.log"
-rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+rm -rf "$BIN" && mv -T "$bin_tmp" "$BIN"
 cp "$OUT/splits.txt" "$BIN/splits.txt"
 echo "$REMOVE_BPE" > "$BIN/remove_bpe.txt"
 echo "  joined dictionary: $(wc -l < "$BIN/dict.en.txt") types (+4 specials) -> $BIN"

@@ -46,7 +46,7 @@ done
 step "figures: correlation maps (paper Figures 4, 7-11) of the small Table 2 models"
 for row in standard_d384 projective_n128 define_n128; do
   fairseq-define-results correlations --path "$OUT/table2/$row/checkpoint_last.pt" \
-    --output "$OUT/figures/correlations_$row.png" || failed+=("correlations_$row")
+    --output "$OUT/figures/correlations_$row.png" --overwrite || failed+=("correlations_$row")
 done
 
 {

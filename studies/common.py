@@ -428,7 +428,8 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
             runs.append((arm.id, str(log)))
     if runs:
         curves = out_dir / "valid_curves.png"
-        plot_curves(runs, str(curves), metric=curve_metric, title=textwrap.fill(f"{report.title}: validation", 55))
+        plot_curves(runs, str(curves), metric=curve_metric, title=textwrap.fill(f"{report.title}: validation", 55),
+                    overwrite=True)
         written.append(curves)
     return written
 
@@ -447,6 +448,7 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
                    "(default work/studies/<study>[_quick])")
     p.add_argument("--out", help="where results.md and the plots go (default docs/studies/<study>; "
                    "quick mode: WORKDIR/report)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report in --out (default: refuse)")
     p.add_argument("--arms", help='only these arms, space-separated names (default: all; the table lists them)')
     p.add_argument("--updates", type=int, help=f"training updates an arm (default {default_updates})")
     p.add_argument("--minutes", type=float, default=None,
@@ -466,6 +468,11 @@ def resolve_dirs(args, study: str) -> Tuple[Path, Path]:
     suffix = "_quick" if args.quick else ""
     workdir = Path(args.workdir or ROOT / "work" / "studies" / f"{study}{suffix}").resolve()
     out = Path(args.out).resolve() if args.out else (workdir / "report" if args.quick else ROOT / "docs" / "studies" / study)
+    # the one rule for outputs: an existing report is replaced only when asked (the quick mode's
+    # report lives in its own work folder and is rebuilt on every resume)
+    if (out / "results.md").exists() and not args.overwrite and out != workdir / "report":
+        raise UserError(f"{out / 'results.md'} exists (a study report): pass --out DIR for a new one, or --overwrite "
+                        "to replace it")
     workdir.mkdir(parents=True, exist_ok=True)
     return workdir, out
 

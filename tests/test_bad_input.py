@@ -283,6 +283,7 @@ def test_table_tools_check_the_output_folder_before_the_work(trained, tmp_path, 
 def test_training_with_cached_tables_is_refused(wmt_bin, tmp_path):
     proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-cached-table")
     assert_user_error(proc, "fairseq-train", "for inference only", "with the DeFINE units")
+    assert proc.returncode == 1 and "terminate called" not in proc.stdout  # no abort (134) after the line
     assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())  # no crash.pt either
 
 
@@ -604,3 +605,48 @@ def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
     proc = run_tool("fairseq-define-params", *args)
     assert_user_error(proc, "fairseq-define-params", expected)
     assert time.time() - start < 60  # refused up front, not after minutes
+
+
+# One command-line row per class of mistake (the classes' tables run in process in
+# tests/test_mistakes.py and tests/test_hostile_files.py): the line reaches the user, exit
+# non-zero, nothing written. (name, command (given the data, a checkpoint, a scratch folder),
+# program, what the line says)
+CLI_MISTAKES = [
+    ("number_not_finite", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--define-unit-grad-scale", "inf")),
+     "define_unit_grad_scale=inf is not a finite number"),
+    ("override_not_a_choice", lambda b, ck, t: ("fairseq-generate", generate_args(
+        b, ck, "--model-overrides", "{'define_unit_centring': 'bogus'}")), "define_unit_centring='bogus' is not one of"),
+    ("path_is_a_folder", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck.parent)), "is a folder, not a checkpoint file"),
+    ("restore_file_is_a_folder", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
+     "is a folder: give a checkpoint file"),
+    ("beam_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--beam", "0")), "--beam 0 must be at least 1"),
+]
+
+
+def train_args(bin_dir, tmp_path, *flags):
+    return [bin_dir, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY, "--optimizer", "adam",
+            "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "2", "--save-dir", tmp_path / "ck", "--cpu",
+            "--share-all-embeddings", *flags]
+
+
+def generate_args(bin_dir, ckpt, *flags):
+    return [bin_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test", "--beam", "2",
+            "--max-tokens", "2000", "--cpu", *flags]
+
+
+@pytest.mark.parametrize("name,command,expected", CLI_MISTAKES, ids=[m[0] for m in CLI_MISTAKES])
+def test_classes_of_mistakes_from_the_command_line(wmt_bin, trained, tmp_path, name, command, expected):
+    before = snapshot(trained)
+    prog, args = command(wmt_bin / "bin", trained / "checkpoint_last.pt", tmp_path)
+    proc = run_cli(prog, *args, check=False)
+    assert_user_error(proc, prog, expected)
+    assert snapshot(trained) == before and not (tmp_path / "ck" / "checkpoint_last.pt").exists()
+
+
+def test_a_plain_state_dict_without_user_dir(bin_copy, tmp_path):
+    """fairseq's own hook (no plugin loaded) prints the load error as one line."""
+    import torch
+
+    torch.save({"encoder.w": torch.zeros(2)}, tmp_path / "weights.pt")
+    proc = run_cli("fairseq-generate", bin_copy, "--path", tmp_path / "weights.pt", "--cpu", check=False)
+    assert_user_error(proc, "fairseq-generate", "is not a fairseq checkpoint (it has no 'model' entry")

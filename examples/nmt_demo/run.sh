@@ -140,10 +140,11 @@ if [[ ! -s "$TOK/bpe.codes" ]]; then
       sacremoses -l "$l" -j 2 tokenize -x < "$RAW/$split.$l" > "$TOK/$split.tok.$l"
     done
   done
+  codes="$(fresh_tmp "$TOK/bpe.codes")"
   subword-nmt learn-joint-bpe-and-vocab --input "$TOK/train.tok.$SRC" "$TOK/train.tok.$TGT" \
-    -s "$BPE_OPS" -o "$TOK/bpe.codes.tmp" --write-vocabulary "$TOK/vocab.$SRC" "$TOK/vocab.$TGT"
+    -s "$BPE_OPS" -o "$codes" --write-vocabulary "$TOK/vocab.$SRC" "$TOK/vocab.$TGT"
   echo "$KEY" > "$TOK/inputs.key"
-  mv "$TOK/bpe.codes.tmp" "$TOK/bpe.codes"
+  mv -f "$codes" "$TOK/bpe.codes"
 else
   echo "  reusing $TOK (same data and --bpe-ops)"
 fi

@@ -39,9 +39,9 @@ for name in projective define; do
   extra=()
   [[ "$name" == define ]] && extra=(--cache-define)
   if [[ ! -f "$out" ]]; then
-    fairseq-define-compress --path "$ckpt" --output "$out.tmp" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} "${extra[@]}" \
+    # the tool writes --output through a fresh temporary file itself, all or nothing
+    fairseq-define-compress --path "$ckpt" --output "$out" ${CODE_ARGS[@]+"${CODE_ARGS[@]}"} "${extra[@]}" \
       2> "$WORKDIR/$name/compress.log"
-    mv "$out.tmp" "$out"
   fi
   sizes=$(sed -n 's/.*look-up tables \([0-9.]*\) MB -> \([0-9.]*\) MB.*/\1 \2/p' "$WORKDIR/$name/compress.log")
   printf '%-12s %-12s %12s %12s\n' "$name" "none" "${sizes% *}" "$(test_ppl "$ckpt")"

@@ -10,7 +10,7 @@ from fairseq import utils
 from fairseq.models import FairseqIncrementalDecoder, FairseqLanguageModel
 
 from ..modules.adaptive_io import ProjectedAdaptiveInput
-from ..modules.config_bounds import check_dropouts
+from ..modules.config_bounds import check_settings
 from ..modules.define_config import DefineConfigError, parse_int_list
 from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
@@ -140,7 +140,7 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
             name = getattr(cfg, "arch", None)
             cfg = cls.config_class.from_namespace(cfg)
             cfg._name = name
-        check_dropouts(cfg)
+        check_settings(cfg, cls.config_class)
         from fairseq.tasks.translation import TranslationTask
 
         if isinstance(task, TranslationTask):  # e.g. an LM checkpoint given to fairseq-generate

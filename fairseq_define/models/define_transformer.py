@@ -19,7 +19,7 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel, base_architecture
 from fairseq.modules import BaseLayer
 
-from ..modules.config_bounds import check_dropouts
+from ..modules.config_bounds import check_settings
 from ..modules.define_config import DefineConfig, DefineConfigError
 from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
@@ -95,7 +95,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         define_base_architecture(args)
-        check_dropouts(args)
+        check_settings(args, DefineConfig)
         from fairseq.tasks.language_modeling import LanguageModelingTask
 
         if isinstance(task, LanguageModelingTask):

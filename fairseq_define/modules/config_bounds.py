@@ -1,10 +1,16 @@
 """Ranges of the settings that fairseq would accept silently, or only fail on after minutes
-of work: dropout probabilities, and sizes far beyond any model this plugin builds.
+of work: numbers that are not finite, dropout probabilities, factors and scales that must be
+positive, sizes that must be at least 1 or are far beyond any model this plugin builds, and
+the declared type and choices of every setting (an override or a stored config bypasses
+argparse's own checks).
 
 The bounds are documented in docs/errors.md; this module is their one home.
 """
 
 import dataclasses
+import enum
+import math
+import typing
 from argparse import Namespace
 
 from ..errors import UserError
@@ -43,6 +49,70 @@ def check_dropouts(cfg) -> None:
                 f"{name}={value} is not a dropout probability: use a value in [0, 1) "
                 f"(--{name.replace('_', '-')} 0 turns it off)"
             )
+
+
+# settings that must be positive: a zero or negative factor, divisor or scale builds a broken
+# model without a word (fairseq's adaptive input/softmax settings included)
+POSITIVE_SETTINGS = ("define_adaptive_factor", "define_unit_grad_scale", "div_val", "adaptive_input_factor",
+                     "adaptive_softmax_factor")
+# integer settings with these endings are sizes: at least 1 (the --define-* sizes have their
+# own messages, define_config.check_positive)
+SIZE_SUFFIXES = ("_dim", "_layers", "_heads")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _declared(config_types) -> dict:
+    """name -> (kind, choices) for the fields of the dataclasses; kind is bool, int, float or
+    str, choices a tuple for a ChoiceEnum field (Optional[...] unwrapped)."""
+    out = {}
+    for cls in config_types:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            kind = hints.get(f.name, f.type)
+            args = [a for a in typing.get_args(kind) if a is not type(None)]
+            if typing.get_origin(kind) is typing.Union and len(args) == 1:
+                kind = args[0]
+            if isinstance(kind, type) and issubclass(kind, enum.Enum):
+                out[f.name] = (str, tuple(str(e.value) for e in kind))
+            elif kind in (bool, int, float, str):
+                out[f.name] = (kind, None)
+    return out
+
+
+def check_settings(cfg, *config_types) -> None:
+    """Every setting of a model config, before the model is built: numbers finite, dropouts in
+    [0, 1), POSITIVE_SETTINGS above 0, sizes at least 1, and each field of ``config_types``
+    (the model's own dataclasses) of its declared type and among its choices."""
+    check_dropouts(cfg)
+    declared = _declared(config_types)
+    for name, value in _settings(cfg):
+        if value is None or name.startswith("_") or isinstance(value, str) and value.startswith("${"):
+            continue  # unset, private, or an omegaconf interpolation resolved later
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and not math.isfinite(value):
+            raise ConfigRangeError(f"{name}={value} is not a finite number: give {_flag(name)} a finite value")
+        if number and name in POSITIVE_SETTINGS and not value > 0:
+            raise ConfigRangeError(f"{name}={value} must be positive ({_flag(name)})")
+        if isinstance(value, int) and not isinstance(value, bool) and name.endswith(SIZE_SUFFIXES) and value < 1 \
+                and not name.startswith("define_"):
+            raise ConfigRangeError(f"{name}={value} is a size and must be at least 1 ({_flag(name)})")
+        if name not in declared:
+            continue
+        kind, choices = declared[name]
+        if choices is not None:
+            if str(value) not in choices:
+                raise ConfigRangeError(f"{name}={value!r} is not one of {', '.join(choices)} ({_flag(name)})")
+        elif kind is bool and not isinstance(value, bool):
+            raise ConfigRangeError(f"{name}={value!r} must be True or False ({_flag(name)})")
+        elif kind is int and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise ConfigRangeError(f"{name}={value!r} must be an integer ({_flag(name)})")
+        elif kind is float and not number:
+            raise ConfigRangeError(f"{name}={value!r} must be a number ({_flag(name)})")
+        elif kind is str and not isinstance(value, str):
+            raise ConfigRangeError(f"{name}={value!r} must be a string ({_flag(name)})")
 
 
 def check_size(name: str, flag: str, value: int, bound: int) -> None:

@@ -16,6 +16,18 @@ import sys
 
 from ..errors import UserError, cli_error
 from ..output_files import check_output, save_checkpoint
+from .inference_checkpoint import check_fairseq_checkpoint
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive count of checkpoints")
+    return value
 
 
 def last_checkpoints(directory, n, update_based=False):
@@ -34,6 +46,7 @@ def average(paths):
     total, state = collections.OrderedDict(), None
     for path in paths:
         state = safe_torch_load(path, map_location="cpu")
+        check_fairseq_checkpoint(state, path)
         params = state["model"]
         if total and set(params) != set(total):
             raise ValueError(f"{path} has different parameters than {paths[0]}: average checkpoints of one run")
@@ -52,8 +65,8 @@ def main(argv=None) -> int:
     parser.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
     parser.add_argument("--output", required=True, help="averaged checkpoint to write (must not exist, unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists (never one of the inputs)")
-    parser.add_argument("--num-epoch-checkpoints", type=int, help="with a directory: the last N checkpointN.pt")
-    parser.add_argument("--num-update-checkpoints", type=int, help="with a directory: the last N checkpoint_E_U.pt")
+    parser.add_argument("--num-epoch-checkpoints", type=positive_int, help="with a directory: the last N checkpointN.pt")
+    parser.add_argument("--num-update-checkpoints", type=positive_int, help="with a directory: the last N checkpoint_E_U.pt")
     args = parser.parse_args(argv)
     from fairseq.checkpoint_utils import CheckpointLoadError
 

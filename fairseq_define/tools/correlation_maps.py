@@ -118,7 +118,8 @@ def correlation_maps(embed, vocab_size: int, max_tokens: Optional[int] = None, c
     return maps
 
 
-def plot_correlations(maps: Sequence[CorrelationMap], output: str, title: Optional[str] = None):
+def plot_correlations(maps: Sequence[CorrelationMap], output: str, title: Optional[str] = None,
+                      overwrite: bool = False):
     """|correlation| heatmaps in one row, one panel per map, with one colourbar; the figure
     is (PANEL_INCHES x panels + COLORBAR_INCHES) x CORRELATION_HEIGHT_INCHES at DPI."""
     import numpy as np
@@ -137,5 +138,5 @@ def plot_correlations(maps: Sequence[CorrelationMap], output: str, title: Option
                         top=0.82 if title else 0.88, bottom=0.12, wspace=0.3)
     cax = fig.add_axes([1 - 0.8 / fig.get_figwidth(), 0.15, 0.2 / fig.get_figwidth(), 0.65])
     fig.colorbar(image, cax=cax, label="|correlation|")
-    save_figure(fig, output)
+    save_figure(fig, output, overwrite)
     return fig

@@ -23,7 +23,7 @@ def parse_run(text: str) -> Tuple[str, str]:
 
 
 def plot_curves(runs: Sequence[Tuple[str, str]], output: str, metric: str = "valid_ppl",
-                title: Optional[str] = None) -> Dict[str, List[Tuple[int, float]]]:
+                title: Optional[str] = None, overwrite: bool = False) -> Dict[str, List[Tuple[int, float]]]:
     """Plot ``metric`` against updates, one line per (label, train log): the paper's Figure 6
     (validation perplexity over training). Returns the plotted points per label."""
     if not runs:
@@ -46,5 +46,5 @@ def plot_curves(runs: Sequence[Tuple[str, str]], output: str, metric: str = "val
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.subplots_adjust(left=0.14, right=0.96, top=0.9, bottom=0.12)
-    save_figure(fig, output)
+    save_figure(fig, output, overwrite)
     return curves

@@ -20,13 +20,14 @@ def new_figure(width_inches: float, height_inches: float):
     return fig
 
 
-def save_figure(fig, output: str) -> None:
+def save_figure(fig, output: str, overwrite: bool = False) -> None:
+    """Write ``fig`` to ``output`` (all or nothing); an existing file only with ``overwrite``."""
     directory = os.path.dirname(os.path.abspath(output))
     os.makedirs(directory, exist_ok=True)
     ext = os.path.splitext(output)[1].lstrip(".").lower()
     if ext not in fig.canvas.get_supported_filetypes():
         raise UserError(f"cannot write {output}: unknown image type '{ext}'; use a .png, .pdf or .svg file name")
     try:
-        atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format=ext), overwrite=True)
+        atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format=ext), overwrite=overwrite)
     except ValueError as e:
         raise UserError(f"cannot write {output}: {e}; use a .png, .pdf or .svg file name") from None

@@ -5,6 +5,15 @@ from ..errors import UserError
 from ..output_files import check_output, save_checkpoint
 
 
+def check_fairseq_checkpoint(state, path: str) -> None:
+    """A file fairseq-train wrote: a dict with the parameters under "model".
+    ``torch.save(model.state_dict())`` is refused in one line (the tools failed on it with
+    KeyError 'model' / 'best_loss')."""
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise UserError(f"{path} is not a fairseq checkpoint (it has no 'model' entry; a plain state_dict?): "
+                        "give a checkpoint written by fairseq-train (checkpoint_best.pt, checkpointN.pt)")
+
+
 def load_model(path: str, data=None):
     """A trained checkpoint's model, loaded by fairseq (on the CPU); fairseq's load errors
     become one clear line."""
@@ -29,6 +38,7 @@ def load_model_for_rewrite(path: str, output: str, data=None):
         state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
     except checkpoint_utils.CheckpointLoadError as e:
         raise UserError(str(e)) from None
+    check_fairseq_checkpoint(state, path)
     return state, load_model(path, data)
 
 

@@ -21,7 +21,7 @@ import sys
 from typing import Optional, Sequence
 
 from ..errors import UserError, cli_error
-from ..output_files import write_text
+from ..output_files import check_new_output, write_text
 from .correlation_maps import correlation_maps, plot_correlations, token_embedding
 from .curves import parse_run, plot_curves
 from .paper_tables import RESULTS_PROG as PROG
@@ -51,27 +51,31 @@ def cmd_record(args) -> None:
 
 
 def cmd_table(args) -> None:
+    if args.output:
+        check_new_output(args.output, args.overwrite)
     text = markdown_table(args.table, args.workdir)
     if args.output:
-        write_text(args.output, text)
+        write_text(args.output, text, overwrite=args.overwrite)
     print(text, end="")
 
 
 def cmd_curves(args) -> None:
-    curves = plot_curves([parse_run(r) for r in args.runs], args.output, args.metric, args.title)
+    check_new_output(args.output, args.overwrite)
+    curves = plot_curves([parse_run(r) for r in args.runs], args.output, args.metric, args.title, args.overwrite)
     for label, points in curves.items():
         print(f"{label}: {len(points)} validations, {args.metric} {points[-1][1]:.2f} at {points[-1][0]} updates")
     print(f"wrote {args.output}")
 
 
 def cmd_correlations(args) -> None:
+    check_new_output(args.output, args.overwrite)  # before the work
     model = load_model(args.path, args.data)
     embed, vocab = token_embedding(model)
     maps = correlation_maps(embed, vocab, args.max_tokens_vocab)
     count = vocab if args.max_tokens_vocab is None else min(args.max_tokens_vocab, vocab)
     name = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(args.path))), os.path.basename(args.path))
     title = f"{name}: correlation maps over {count} tokens"
-    plot_correlations(maps, args.output, title)
+    plot_correlations(maps, args.output, title, args.overwrite)
     print(f"{args.path}: {type(embed).__name__}, {count} of {vocab} vocabulary entries")
     for cm in maps:
         print(f"{cm.title}: mean |off-diagonal correlation| {cm.mean_off_diagonal:.4f}")
@@ -113,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", required=True, help=f"paper table: {tables}")
     p.add_argument("--workdir", default=".", help="directory holding one run directory per row (default: .)")
     p.add_argument("--output", help="also write the markdown to this file")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (default: refuse)")
     p.set_defaults(func=cmd_table)
 
     p = sub.add_parser("curves", help="validation metric vs updates (paper Figure 6)",
@@ -122,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="figure file (.png, .pdf, .svg)")
     p.add_argument("--metric", default="valid_ppl", help="valid_ppl (default), valid_loss, valid_bleu, ...")
     p.add_argument("--title", help="figure title")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (default: refuse)")
     p.add_argument("runs", nargs="+", metavar="LABEL=TRAIN_LOG", help="a run's label and training log")
     p.set_defaults(func=cmd_curves)
 
@@ -133,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="figure file (.png, .pdf, .svg)")
     p.add_argument("--max-tokens-vocab", type=int, metavar="V", help="use the first V vocabulary entries (default: all)")
     p.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (default: refuse)")
     p.set_defaults(func=cmd_correlations)
     return parser
 

@@ -1,0 +1,460 @@
+"""Crafted checkpoints against the safe loader and fairseq-define-trust-checkpoint: no module
+a file names is imported, no crash, no memory a file's size does not pay for, no traceback.
+Each file is built byte by byte as an attacker would (docs/checkpoints.md)."""
+
+import io
+import os
+import pickle
+import re
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fairseq import checkpoint_utils
+from fairseq.checkpoint_utils import CheckpointLoadError, safe_torch_load
+
+from fairseq_define.tools import trust_checkpoint
+
+from .conftest import BIN
+
+
+def zip_checkpoint(path, data_pkl, deflate=False, payload=None):
+    """A torch.save zip whose data.pkl is ``data_pkl`` (the other records of a real file)."""
+    buf = io.BytesIO()
+    torch.save({"x": torch.zeros(2) if payload is None else payload}, buf)
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, data_pkl if data_pkl is not None and name.endswith("data.pkl") else src.read(name))
+    return path
+
+
+def pickle_of(body):
+    """``{"x": <body>}`` as protocol-2 pickle bytes; body is the opcodes that push one object."""
+    return b"\x80\x02}X\x01\x00\x00\x00x" + body + b"s."
+
+
+def global_(module, name):
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def int_(n):
+    return b"J" + struct.pack("<i", n)
+
+
+def nested_lists(depth):
+    return b"]" * depth + b"a" * (depth - 1)
+
+
+def shared_reference_bomb(levels=12, fanout=40):
+    """Each list holds ``fanout`` references to the one before: a tree of fanout**levels nodes
+    in a few kilobytes (what a walk without memo, or a copy, would expand); all levels end up
+    in one tuple (torch's unpickler has no POP)."""
+    out = b"(]q\x00"
+    for i in range(1, levels + 1):
+        out += b"](" + (b"h" + bytes([i - 1])) * fanout + b"eq" + bytes([i])
+    return out + b"t"
+
+
+NUMPY_F8 = pickle.dumps(np.array([1.0]), protocol=2)[2:-1]  # opcodes that push the array
+
+
+def test_numpy_opcodes_are_what_the_crafted_files_edit():
+    assert b"X\x02\x00\x00\x00f8" in NUMPY_F8 and b"K\x00tq" in NUMPY_F8
+
+
+# (name, data.pkl) of checkpoints that the safe loader and the trust tool both refuse
+BOMBS = {
+    "bytearray": pickle_of(global_("__builtin__", "bytearray") + int_(400_000_000) + b"\x85R"),
+    "tensor_class": pickle_of(global_("torch", "FloatTensor") + int_(100_000_000) + b"\x85R"),
+    "storage": pickle_of(global_("torch.storage", "UntypedStorage") + int_(400_000_000) + b"\x85R"),
+    "nested": pickle_of(nested_lists(100_000)),
+    "shared_references": pickle_of(shared_reference_bomb()),
+}
+BOMB_MESSAGES = {"nested": "nested deeper than 100 levels", "shared_references": "references"}
+
+
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_the_safe_loader_bounds_what_a_file_builds(tmp_path, name):
+    path = zip_checkpoint(tmp_path / f"{name}.pt", BOMBS[name])
+    with pytest.raises(CheckpointLoadError, match=BOMB_MESSAGES.get(name, "asks for more memory than a checkpoint")):
+        safe_torch_load(str(path))
+
+
+def test_a_stride_zero_view_is_charged_its_full_size(tmp_path):
+    """torch.save itself writes such a file: one element stored, 10**11 described."""
+    path = tmp_path / "expanded.pt"
+    torch.save({"x": torch.zeros(1).expand(10**6, 10**5)}, path)
+    with pytest.raises(CheckpointLoadError, match="a tensor of shape \\(1000000, 100000\\)"):
+        safe_torch_load(str(path))
+
+
+def test_a_compressed_zip_entry_is_refused(tmp_path):
+    path = zip_checkpoint(tmp_path / "deflated.pt", None, deflate=True, payload=torch.zeros(200_000))
+    assert os.path.getsize(path) < 100_000
+    with pytest.raises(CheckpointLoadError, match="zip entries unpack to"):
+        safe_torch_load(str(path))
+
+
+def test_every_allowed_constructor_is_bounded_or_proportional():
+    """A torch that adds a constructor to its weights-only allow-list fails here until it is
+    classified (bounded_constructors or CHECKPOINT_PROPORTIONAL_GLOBALS)."""
+    from torch._weights_only_unpickler import _get_allowed_globals
+
+    allowed = _get_allowed_globals()
+    bounded = checkpoint_utils.bounded_constructors(allowed, checkpoint_utils.CheckpointBudget("x", 0))
+    unclassified = [k for k, v in allowed.items() if callable(v) and not isinstance(v, torch.dtype)
+                    and k not in bounded and k not in checkpoint_utils.CHECKPOINT_PROPORTIONAL_GLOBALS]
+    assert unclassified == []
+    assert {"builtins.bytearray", "torch.FloatTensor", "torch._utils._rebuild_qtensor"} <= set(bounded)
+
+
+def test_genuine_checkpoints_still_load(tmp_path):
+    import argparse
+    import collections
+
+    state = {"model": collections.OrderedDict(w=torch.randn(64, 32), b=torch.nn.Parameter(torch.zeros(32))),
+             "args": argparse.Namespace(lr=[0.1]), "shared": [torch.ones(3)] * 3, "blob": bytearray(b"abc"),
+             "sparse": torch.eye(3).to_sparse(), "view": torch.arange(10.0)[2:5]}
+    for legacy in (False, True):
+        torch.save(state, tmp_path / "ok.pt", _use_new_zipfile_serialization=not legacy)
+        loaded = safe_torch_load(str(tmp_path / "ok.pt"))
+        assert torch.equal(loaded["model"]["w"], state["model"]["w"]) and loaded["blob"] == bytearray(b"abc")
+        assert torch.equal(loaded["sparse"].to_dense(), torch.eye(3)) and loaded["view"].tolist() == [2.0, 3.0, 4.0]
+
+
+@pytest.fixture
+def planted_fairseq_module(tmp_path, monkeypatch):
+    """A module ``fairseq.planted_by_a_file`` whose import leaves a marker file."""
+    import fairseq
+
+    folder = tmp_path / "planted"
+    folder.mkdir()
+    marker = tmp_path / "imported"
+    (folder / "planted_by_a_file.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing:\n    pass\n")
+    monkeypatch.setattr(fairseq, "__path__", list(fairseq.__path__) + [str(folder)])
+    yield marker
+    sys.modules.pop("fairseq.planted_by_a_file", None)
+
+
+def test_no_module_a_file_names_is_imported(tmp_path, planted_fairseq_module):
+    marker = planted_fairseq_module
+    assert checkpoint_utils.resolve_checkpoint_global("fairseq.planted_by_a_file.Thing") == ("code", None)
+    path = zip_checkpoint(tmp_path / "names.pt", pickle_of(global_("fairseq.planted_by_a_file", "Thing") + b")\x81"))
+    with pytest.raises(CheckpointLoadError, match="holds code"):
+        safe_torch_load(str(path))
+    assert trust_checkpoint.main([str(path), str(tmp_path / "new.pt")]) == 2
+    assert not marker.exists() and "fairseq.planted_by_a_file" not in sys.modules
+
+
+def test_enums_resolve_only_from_imported_modules():
+    from fairseq.data.text_compressor import TextCompressionLevel
+
+    assert checkpoint_utils.resolve_checkpoint_global("fairseq.data.text_compressor.TextCompressionLevel") == (
+        "data", TextCompressionLevel)
+    for name in ("fairseq.data.text_compressor.TextCompressor",  # a class, not an enum
+                 "fairseq.examples.textless_nlp.gslm.unit2speech.multiproc.os",
+                 "omegaconf.not_a_module.Enum"):
+        assert checkpoint_utils.resolve_checkpoint_global(name) == ("code", None)
+    assert "fairseq.examples.textless_nlp.gslm.unit2speech.multiproc" not in sys.modules
+
+
+def convert(tmp_path, data_pkl, capsys):
+    src = zip_checkpoint(tmp_path / "src.pt", data_pkl)
+    rc = trust_checkpoint.main([str(src), str(tmp_path / "new.pt")])
+    return rc, capsys.readouterr().err
+
+
+# (name, data.pkl, what the one-line refusal says) for the trust tool
+TRUST_REFUSALS = [
+    ("object_array", pickle_of(pickle.dumps(np.array([1, "a"], dtype=object), protocol=2)[2:-1]), "numpy dtype 'O8'"),
+    ("structured", pickle_of(pickle.dumps(np.zeros(2, dtype=[("a", "i4")]), protocol=2)[2:-1]), "numpy dtype 'V4'"),
+    ("short_data", pickle_of(NUMPY_F8.replace(b"X\t\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\xb0?", b"X\x02\x00\x00\x00\xc3\xb0")), "does not match its shape"),
+    ("bare_class", pickle_of(global_("numpy", "ndarray")), "a bare ndarray"),
+] + [(name, data, BOMB_MESSAGES.get(name, "asks for more memory")) for name, data in sorted(BOMBS.items())]
+
+
+@pytest.mark.parametrize("name,data,expected", TRUST_REFUSALS, ids=[r[0] for r in TRUST_REFUSALS])
+def test_the_trust_tool_refuses_with_one_line(tmp_path, capsys, name, data, expected):
+    rc, err = convert(tmp_path, data, capsys)
+    assert rc == 2 and err.count("\n") == 1 and expected in err, err
+    assert not (tmp_path / "new.pt").exists()
+
+
+def test_the_trust_tool_converts_text_arrays(tmp_path, capsys):
+    arrays = pickle.dumps(np.array([["ab", "c"]]), protocol=2)[2:-1]
+    rc, err = convert(tmp_path, pickle_of(arrays), capsys)
+    assert rc == 0, err
+    assert safe_torch_load(str(tmp_path / "new.pt"))["x"] == [["ab", "c"]]
+
+
+@pytest.mark.cli  # starts a command
+def test_the_trust_tool_on_crafted_files_from_the_command_line(tmp_path):
+    """An object dtype whose flags say plain bytes (numpy read a pointer the file chose: a
+    segfault), and a module with import-time effects (it created a folder named after argv)."""
+    crafted = {
+        "pointer": pickle_of(NUMPY_F8.replace(b"X\x02\x00\x00\x00f8", b"X\x02\x00\x00\x00O8")),
+        "import": pickle_of(global_("fairseq.examples.textless_nlp.gslm.unit2speech.multiproc", "os")),
+    }
+    for name, data in crafted.items():
+        src = zip_checkpoint(tmp_path / f"{name}.pt", data)
+        proc = subprocess.run([str(BIN / "fairseq-define-trust-checkpoint"), str(src), "NEW.pt"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, (name, proc.returncode, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and "GPU log directory" not in proc.stdout
+        assert proc.stderr.count("fairseq-define-trust-checkpoint: error:") == 1, proc.stderr[-2000:]
+        assert not (tmp_path / "NEW.pt").exists()
+
+
+# -- config strings (parse_config_literal): bounded in size, depth and length --------------
+
+CONFIG_BOMBS = [
+    ("joined_repeats", "+".join(["[0] * 1000000"] * 20), "builds more than 1000000 items"),
+    ("long_sum", "+".join(["1"] * 3000), "nested deeper than 100 levels"),
+    ("unary_chain", "-" * 50_000 + "1", "nested deeper than 100 levels"),
+    ("nested_lists", "[" * 150 + "]" * 150, "refusing to evaluate"),
+    ("long_string", "1" + " " * 200_000, "characters long, more than 100000"),
+    ("repeated_string", "'ab' * 400000 + 'c' * 400000", "builds more than 1000000 items"),
+]
+
+
+@pytest.mark.parametrize("value,expected", [c[1:] for c in CONFIG_BOMBS], ids=[c[0] for c in CONFIG_BOMBS])
+def test_config_strings_are_bounded(value, expected):
+    from fairseq.utils import ConfigLiteralError, parse_config_literal
+
+    with pytest.raises(ConfigLiteralError, match=expected):
+        parse_config_literal(value)
+
+
+def test_config_strings_within_the_bounds_still_parse():
+    from fairseq.utils import parse_config_literal
+
+    assert parse_config_literal("[0] * 1000000") == [0] * 1000000
+    assert parse_config_literal("+".join(["[(512, 3)]"] * 40)) == [(512, 3)] * 40
+    assert parse_config_literal("-" * 40 + "1") == 1
+
+
+# -- hub archives (fairseq.file_utils.load_archive_file, used by from_pretrained) ----------
+
+def make_archive(path, members):
+    """A .tar.gz with ``members``: (name, kind, content or link target)."""
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = value.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            elif kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.type = {"symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+                info.linkname = value
+                tar.addfile(info)
+    return path
+
+
+def hostile_archives(outside):
+    """name -> members; each tries to write ``outside`` (a path beyond the extraction folder)."""
+    escape = os.path.relpath(outside, "/tmp/x/y")  # from a folder made under /tmp by mkdtemp
+    return {
+        "dotdot": [("model", "dir", ""), ("model/" + "../" * 12 + escape.lstrip("./"), "file", "import os")],
+        "absolute": [("model", "dir", ""), (str(outside), "file", "import os")],
+        "symlink": [("model", "dir", ""), ("model/link", "symlink", str(outside.parent))],
+        "hardlink": [("model", "dir", ""), ("model/link", "hardlink", "/etc/passwd")],
+        "fifo": [("model", "dir", ""), ("model/pipe", "fifo", "")],
+    }
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "hardlink", "fifo"])
+def test_hub_archives_with_members_outside_are_refused(tmp_path, kind):
+    from fairseq import UserError, file_utils
+
+    outside = tmp_path / "site" / "evil.pth"
+    outside.parent.mkdir()
+    archive = make_archive(tmp_path / "model.tar.gz", hostile_archives(outside)[kind])
+    with pytest.raises(UserError, match="refusing to extract .*model.tar.gz: its member"):
+        file_utils.load_archive_file(str(archive))
+    assert not outside.exists() and archive.is_file()
+
+
+def test_hub_archives_of_files_are_extracted_and_kept(tmp_path):
+    from fairseq import file_utils
+
+    archive = make_archive(tmp_path / "model.tar.gz", [("model", "dir", ""), ("model/dict.txt", "file", "a 1\n")])
+    folder = file_utils.load_archive_file(str(archive))
+    assert (Path(folder) / "dict.txt").read_text() == "a 1\n" and archive.is_file()
+    (tmp_path / "bad.tar.gz").write_bytes(b"not gzip")
+    from fairseq import UserError
+
+    with pytest.raises(UserError, match="cannot extract .*bad.tar.gz"):
+        file_utils.load_archive_file(str(tmp_path / "bad.tar.gz"))
+
+
+def test_hub_with_a_missing_folder(tmp_path):
+    from fairseq import UserError, hub_utils
+
+    with pytest.raises(UserError, match="missing_dir does not exist: from_pretrained takes a folder"):
+        hub_utils.from_pretrained(str(tmp_path / "missing_dir"))
+
+
+# -- corpora.py downloads: checked archives, unique temporary files -------------------------
+
+def corpus_file(tmp_path, archive_name, archive_bytes, member, text=b"the text\n"):
+    """A DataFile whose archive is already in the download cache (no network)."""
+    import corpora
+
+    cache = tmp_path / "root" / "downloads"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / archive_name).write_bytes(archive_bytes)
+    import hashlib
+
+    checksum = "sha256:" + hashlib.sha256(text).hexdigest()
+    return corpora.DataFile("toy", "toy/t.txt", checksum, (f"https://example.invalid/{archive_name}",), member)
+
+
+def gz(data):
+    import gzip
+
+    return gzip.compress(data)
+
+
+def test_corpora_fetch_writes_through_a_fresh_file(tmp_path):
+    import corpora
+
+    f = corpus_file(tmp_path, "t.txt.gz", gz(b"the text\n"), "gunzip")
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    (tmp_path / "root" / "toy").mkdir()
+    (tmp_path / "root" / "toy" / "t.txt.tmp").symlink_to(victim)  # the old fixed name, planted
+    corpora.fetch([f], tmp_path / "root")
+    assert (tmp_path / "root" / "toy" / "t.txt").read_bytes() == b"the text\n" and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in (tmp_path / "root" / "toy").iterdir()) == ["t.txt", "t.txt.tmp"]
+
+
+def zip_bytes(name, data):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(name, data)
+    return buf.getvalue()
+
+
+DAMAGED_ARCHIVES = [
+    ("bomb_gz", "t.txt.gz", gz(b"\0" * 20_000_000), "gunzip", "unpacks to more than 50 times its size"),
+    ("bomb_zip", "t.zip", zip_bytes("t.txt", b"\0" * 20_000_000), "t.txt", "unpacks to more than 50 times its size"),
+    ("truncated_gz", "t.txt.gz", gz(b"the text\n" * 1000)[:40], "gunzip", "is damaged (EOFError"),
+    ("garbage_zip", "t.zip", b"PK\x03\x04 not a zip at all", "t.txt", "is damaged (BadZipFile"),
+    ("garbage_tgz", "t.tgz", b"\x1f\x8b garbage", "t.txt", "is damaged ("),
+    ("garbage_gz", "t.txt.gz", b"not gzip", "gunzip", "is damaged (BadGzipFile"),
+]
+
+
+@pytest.mark.parametrize("name,archive,data,member,expected", DAMAGED_ARCHIVES, ids=[d[0] for d in DAMAGED_ARCHIVES])
+def test_corpora_refuses_damaged_archives_with_one_line(tmp_path, name, archive, data, member, expected):
+    import corpora
+
+    f = corpus_file(tmp_path, archive, data, member)
+    with pytest.raises(corpora.DataError, match=re.escape(expected)) as e:
+        corpora.fetch([f], tmp_path / "root")
+    assert "\n" not in str(e.value) and "it was removed" in str(e.value)
+    assert not (tmp_path / "root" / "downloads" / archive).exists()
+    assert list((tmp_path / "root" / "toy").iterdir()) == []  # nothing half-written
+
+
+@pytest.mark.cli  # starts a command
+def test_corpora_command_line_reports_a_damaged_archive(tmp_path):
+    """corpora.py fetch on a data root whose cached archive is broken: one line, exit 2."""
+    import corpora
+
+    f = corpora.read_table()[0]
+    cache = tmp_path / "downloads"
+    cache.mkdir()
+    (cache / Path(f.sources[0]).name).write_bytes(b"garbage")
+    if f.sources[0].startswith(("sacrebleu:", "local")) or f.member == "-":
+        pytest.skip("the first corpus is not an archive")
+    proc = subprocess.run([sys.executable, str(Path(corpora.__file__)), "fetch", f.dataset, "--data-root", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0 and "is damaged" in proc.stderr, proc.stderr
+
+
+# -- one rule for outputs: an existing file is replaced only with --overwrite ---------------
+
+OUTPUT_COMMANDS = {
+    "correlations": ["correlations", "--path", "missing.pt", "--output", "{out}.png"],
+    "curves": ["curves", "--output", "{out}.png", "a=missing.log"],
+    "table": ["table", "--table", "1a", "--workdir", "{dir}", "--output", "{out}.md"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
+def test_results_outputs_are_not_overwritten_unless_asked(tmp_path, capsys, command):
+    from fairseq_define.tools import results
+
+    args = [a.format(out=tmp_path / "out", dir=tmp_path) for a in OUTPUT_COMMANDS[command]]
+    existing = Path(args[args.index("--output") + 1])
+    existing.write_text("mine\n")
+    assert results.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists; choose a new file name, or pass --overwrite" in err, err
+    assert existing.read_text() == "mine\n"
+    if command == "table":  # asked: replaced
+        assert results.main(args + ["--overwrite"]) == 0 and existing.read_text() != "mine\n"
+
+
+def test_a_study_refuses_an_existing_report(tmp_path):
+    import argparse
+
+    from fairseq_define.errors import UserError
+    from studies.common import resolve_dirs
+
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "results.md").write_text("published\n")
+    args = argparse.Namespace(quick=False, workdir=str(tmp_path / "w"), out=str(tmp_path / "report"), overwrite=False)
+    with pytest.raises(UserError, match="results.md exists .*--overwrite"):
+        resolve_dirs(args, "lm_ptb")
+    args.overwrite = True
+    assert resolve_dirs(args, "lm_ptb")[1] == tmp_path / "report"
+    quick = argparse.Namespace(quick=True, workdir=str(tmp_path / "w"), out=None, overwrite=False)
+    (tmp_path / "w" / "report").mkdir(parents=True)
+    (tmp_path / "w" / "report" / "results.md").write_text("quick\n")
+    assert resolve_dirs(quick, "lm_ptb")[1] == tmp_path / "w" / "report"  # its own work folder: resumed
+
+
+@pytest.mark.cli  # starts a command
+def test_results_cli_refuses_an_existing_figure(tmp_path):
+    (tmp_path / "corr.png").write_bytes(b"mine")
+    proc = subprocess.run([str(BIN / "fairseq-define-results"), "correlations", "--path", str(tmp_path / "x.pt"),
+                           "--output", str(tmp_path / "corr.png")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "corr.png exists; choose a new file name, or pass --overwrite" in proc.stderr
+    assert (tmp_path / "corr.png").read_bytes() == b"mine"
+
+
+@pytest.mark.cli  # starts a command
+def test_script_downloads_write_through_a_fresh_file(tmp_path):
+    """run_scripts/lib.sh's fetch: a link planted at the old fixed name DEST.part is not followed."""
+    import shutil
+
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    from .conftest import ROOT
+
+    (tmp_path / "src.txt").write_text("downloaded\n")
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.txt.part").symlink_to(victim)
+    script = f'source {ROOT}/run_scripts/lib.sh; fetch "file://{tmp_path}/src.txt" "{tmp_path}/d/x.txt"'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "d" / "x.txt").read_text() == "downloaded\n" and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.txt", "x.txt.part"]  # no temporary left
