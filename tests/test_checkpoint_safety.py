@@ -156,7 +156,8 @@ CONFIG_EVAL_SLOTS = [
     ("fconv", "decoder_attention", {"encoder_layers": LAYERS, "decoder_layers": LAYERS}),
     ("fconv_self_att", "pretrained", {}),
     ("lstm", "decoder_attention", {"decoder_out_embed_dim": 64}),  # utils.eval_bool
-    ("define_transformer_tiny", "adaptive_softmax_cutoff", {}),  # utils.eval_str_list
+    # utils.eval_str_list; a separate output layer, which an adaptive softmax needs
+    ("define_transformer_tiny", "adaptive_softmax_cutoff", {"define_output_layer": "untied"}),
     ("define_transformer_tiny", "encoder_xformers_att_config", {}),  # utils.eval_str_dict
     ("transformer_lm", "character_filters", {"character_embeddings": True}),
     ("wav2vec2", "conv_feature_layers", {}),

@@ -152,7 +152,9 @@ def test_rows_small_differs_from_full_where_the_table_says_so(capsys):
     _, full, _ = cli(capsys, "rows", "--table", "3")
     _, small, _ = cli(capsys, "rows", "--table", "3", "--small")
     assert full.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_wmt_en_de", ""]
-    assert small.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_tiny", ""]
+    # the small row builds the paper's output layer, which define_transformer_tiny does not by default
+    assert small.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_tiny",
+                                                       "--define-output-layer untied"]
     assert small.splitlines()[0].split("\t")[2].startswith("--encoder-embed-dim 128 ")
 
 
