@@ -284,3 +284,15 @@ def test_a_checkpoint_with_literal_layer_strings_builds_its_model(wmt_bin, train
     model = tasks.setup_task(cfg.task).build_model(cfg.model)
     assert type(model).__name__ == "FConvModel" and len(model.encoder.convolutions) == 2
     assert all(a is not None for a in model.decoder.attention)  # "True" for every layer
+
+
+def test_safe_load_reads_a_stream_that_does_not_say_its_size():
+    """fairseq's own test_load_ema_from_checkpoint hands a stand-in file object to a mocked
+    torch.load: a stream without a size is loaded without the size bound, not refused."""
+    from unittest.mock import MagicMock, patch
+
+    from fairseq import checkpoint_utils
+
+    state = {"extra_state": {"ema": {"a": torch.tensor([1])}}}
+    with patch(f"{checkpoint_utils.__name__}.torch.load", return_value=state):
+        assert checkpoint_utils.safe_torch_load(MagicMock()) is state
