@@ -235,3 +235,19 @@ def test_checkpoints_from_before_the_output_setting_load_as_they_were_built(vari
     got = lp.gather(-1, ref["target"].unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(got, ref["target_log_probs"], atol=1e-5, rtol=1e-5)
     assert torch.equal(lp.argmax(-1), ref["argmax"])
+
+
+def test_an_output_layer_outside_the_choices_from_a_stored_config_is_refused():
+    """--model-overrides and checkpoints' configs bypass argparse's choices."""
+    from fairseq import options
+    from fairseq.models import build_model
+
+    from fairseq_define.modules.config_bounds import ConfigRangeError
+    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+
+    parser = options.get_training_parser(default_task="translation")
+    args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL])
+    args.define_output_layer = "tied"
+    d = dictionary_of_size(50)
+    with pytest.raises(ConfigRangeError, match="not one of untied, tied_map, tied_unit"):
+        build_model(args, VocabularyOnlyTask(d, d))

@@ -95,7 +95,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         define_base_architecture(args)
-        check_settings(args, DefineConfig)
+        check_settings(args, DefineConfig, DefineTransformerConfig)
         from fairseq.tasks.language_modeling import LanguageModelingTask
 
         if isinstance(task, LanguageModelingTask):
