@@ -2035,6 +2035,213 @@ def _one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]
     return tuple(merged.values())
 
 
+# --model-overrides names settings by their option names; fairseq dropped a name that the
+# checkpoint's stored config lacks without a word: a typo, or a model option added after the
+# checkpoint was saved (whose override then did nothing). A model option the stored config
+# lacks is now set; any other unknown name, or a string that is not a dict, gives one line.
+_MODEL_OVERRIDES_HELPER = """
+
+def _model_option_names(model_cfg):
+    # (added by fairseq_define) the options of the model a stored config names: its
+    # dataclass's fields, or what its add_args declares
+    import argparse
+
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    name = getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None)
+    cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
+    if cls is None:
+        return set()
+    dc = getattr(cls, "__dataclass", None)
+    if dc is not None:
+        return set(dc.__dataclass_fields__)
+    parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")
+    try:
+        cls.add_args(parser)
+    except Exception:  # a model whose add_args needs more than a parser: its stored keys only
+        return set()
+    return {a.dest for a in parser._actions}
+
+
+def _config_keys(cfg):
+    # the names in a config's groups; a group kept as a Namespace (a model without a
+    # dataclass) took every override as an attribute, so its names come from its model
+    known = set()
+    nodes = [cfg]
+    while nodes:
+        node = nodes.pop()
+        for key in node.keys():
+            known.add(key)
+            if key in node and isinstance(node[key], DictConfig):
+                nodes.append(node[key])
+    return known
+
+
+def _set_missing_model_options(cfg, overrides):
+    # (added by fairseq_define) an override of a model option that the stored config lacks
+    # (saved before the option existed): set it, where fairseq dropped it
+    model_cfg = cfg.get("model", None) if isinstance(cfg, DictConfig) else None
+    if not isinstance(model_cfg, DictConfig):
+        return
+    missing = [k for k in overrides if k not in model_cfg]
+    options = _model_option_names(model_cfg) if missing else set()
+    with open_dict(model_cfg):
+        for key in missing:
+            if key in options:
+                model_cfg[key] = overrides[key]
+
+
+def check_model_overrides(overrides, cfg):
+    \"\"\"(added by fairseq_define) Refuse --model-overrides names that are no setting of the
+    loaded checkpoint's config (model, task, generation, ...), nor an option of its model.\"\"\"
+    import difflib
+
+    if not overrides or not isinstance(cfg, DictConfig):
+        return
+    known = _config_keys(cfg)
+    model_cfg = cfg.get("model", None)
+    if model_cfg is not None:
+        known |= _model_option_names(model_cfg)
+    unknown = [k for k in overrides if k not in known]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), sorted(map(str, known)), n=1)
+            hints.append("{!r}{}".format(key, " (did you mean {!r}?)".format(close[0]) if close else ""))
+        raise UserError(
+            "--model-overrides: {} {} not a setting of this checkpoint's model, task or other "
+            "config: use the option's name without -- and with _ for -, e.g. \\"{{'dropout': 0.0}}\\"".format(
+                ", ".join(hints), "is" if len(unknown) == 1 else "are"
+            )
+        )
+
+"""
+
+_CHECK_OVERRIDES_CALL = (
+    "    from fairseq.checkpoint_utils import check_model_overrides  # (fairseq_define)\n\n"
+    "    check_model_overrides({}, {})\n"
+)
+
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq/checkpoint_utils.py",
+        "--model-overrides: a model option the stored config lacks is set, an unknown name refused",
+        (
+            Edit(
+                '            overwrite_args_by_name(state["cfg"], arg_overrides)\n\n'
+                "    state = _upgrade_state_dict(state)\n"
+                "    return state\n\n\n",
+                '            overwrite_args_by_name(state["cfg"], arg_overrides)\n'
+                '            _set_missing_model_options(state["cfg"], arg_overrides)\n\n'
+                "    try:  # (fairseq_define) a dict with a 'model' entry but not the rest: KeyError\n"
+                "        state = _upgrade_state_dict(state)\n"
+                "    except (KeyError, IndexError, TypeError, AttributeError) as e:\n"
+                "        raise CheckpointLoadError(\n"
+                '            "{} is not a complete fairseq checkpoint ({}: {}): give a checkpoint written by "\n'
+                '            "fairseq-train (checkpoint_best.pt, checkpointN.pt)".format(path, type(e).__name__, e)\n'
+                "        ) from None\n"
+                "    return state\n" + _MODEL_OVERRIDES_HELPER + "\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/generate.py",
+        "--model-overrides parsed as plain data (one line for a malformed string) and checked by name",
+        (
+            Edit("    overrides = ast.literal_eval(cfg.common_eval.model_overrides)\n",
+                 "    overrides = utils.parse_config_literal(cfg.common_eval.model_overrides)\n"),
+            Edit(
+                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
+                "    )\n"
+                "\n"
+                "    # loading the dataset should happen after",
+                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
+                "    )\n"
+                + _CHECK_OVERRIDES_CALL.format("overrides", "saved_cfg")
+                + "\n"
+                "    # loading the dataset should happen after",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/interactive.py",
+        "--model-overrides parsed as plain data (one line for a malformed string) and checked by name",
+        (
+            Edit("    overrides = ast.literal_eval(cfg.common_eval.model_overrides)\n",
+                 "    overrides = utils.parse_config_literal(cfg.common_eval.model_overrides)\n"),
+            Edit(
+                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
+                "    )\n"
+                "\n"
+                "    # Set dictionaries\n",
+                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
+                "    )\n"
+                + _CHECK_OVERRIDES_CALL.format("overrides", "_model_args")
+                + "\n"
+                "    # Set dictionaries\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/eval_lm.py",
+        "--model-overrides checked by name",
+        (
+            Edit(
+                "    models, model_args, task = checkpoint_utils.load_model_ensemble_and_task(\n"
+                "        [cfg.common_eval.path],\n"
+                "        arg_overrides=eval(cfg.common_eval.model_overrides),\n",
+                "    overrides = eval(cfg.common_eval.model_overrides)\n"
+                "    models, model_args, task = checkpoint_utils.load_model_ensemble_and_task(\n"
+                "        [cfg.common_eval.path],\n"
+                "        arg_overrides=overrides,\n",
+            ),
+            Edit(
+                "        task=task,\n"
+                "    )\n"
+                "\n"
+                "    use_fp16 = cfg.common.fp16\n",
+                "        task=task,\n"
+                "    )\n"
+                + _CHECK_OVERRIDES_CALL.format("overrides", "model_args")
+                + "\n"
+                "    use_fp16 = cfg.common.fp16\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/validate.py",
+        "--model-overrides checked by name",
+        (
+            Edit(
+                "        overrides = vars(override_args)\n"
+                '        overrides.update(eval(getattr(override_args, "model_overrides", "{}")))\n'
+                "    else:\n"
+                "        overrides = None\n",
+                "        overrides = vars(override_args)\n"
+                '        user_overrides = eval(getattr(override_args, "model_overrides", "{}"))\n'
+                "        overrides.update(user_overrides)\n"
+                "    else:\n"
+                "        overrides = user_overrides = None\n",
+            ),
+            Edit(
+                "        suffix=cfg.checkpoint.checkpoint_suffix,\n"
+                "    )\n"
+                "    model = models[0]\n",
+                "        suffix=cfg.checkpoint.checkpoint_suffix,\n"
+                "    )\n"
+                + _CHECK_OVERRIDES_CALL.format("user_overrides", "saved_cfg")
+                + "    model = models[0]\n",
+            ),
+        ),
+    ),
+)
+
+
 PATCHES = _one_patch_per_file(PATCHES)
 
 
@@ -2059,7 +2266,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "5ff9022f0f473d6b1691752fd1d03688cc332f9110636fdc374bbec1d1d3c55c",
+        "4eae81a7aba1d12aaa128e82c06e92e8e3a60e002853829f897ca0ae8100fde2",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -2139,7 +2346,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "cca8665f88eb99ce414dbaae10f94b5113cc3105daaf597cf46554c45279dd3e",
+        "26f81fde729c6905b0c84f1cb23bf8914bd64663395e101bcff46cd3178bf480",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
@@ -2211,7 +2418,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "95e005989e6f3ee54fcfea34f54b8a3af98a55af642c903c55781616b664df1a",
+        "8ef13a530861ebb20369476c6692ce04b86373f045f7338b69cba83eae1cd309",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -2283,7 +2490,11 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "da45f5c6b8837b9d32344524c784deadba81d6fd39adfb759184ed038e581986",
+        "e627a67e5a7d65841dbcad3a4d5957f634ef9bdab5609985900c41cf902fcd78",
+    ),
+    "fairseq_cli/generate.py": (
+        "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
+        "5157622f097b1b8621b9ded8d2eaf4b4e77c9160dfb81d1b63736904765b6160",
     ),
 }
 

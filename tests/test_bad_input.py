@@ -616,6 +616,10 @@ CLI_MISTAKES = [
      "define_unit_grad_scale=inf is not a finite number"),
     ("override_not_a_choice", lambda b, ck, t: ("fairseq-generate", generate_args(
         b, ck, "--model-overrides", "{'define_unit_centring': 'bogus'}")), "define_unit_centring='bogus' is not one of"),
+    ("override_unknown", lambda b, ck, t: ("fairseq-generate", generate_args(
+        b, ck, "--model-overrides", "{'define_map_dimm': 8}")), "'define_map_dimm' (did you mean 'define_map_dim'?) is not a setting"),
+    ("override_malformed", lambda b, ck, t: ("fairseq-interactive", generate_args(
+        b, ck, "--model-overrides", "{'dropout': }")), "not a Python literal (SyntaxError)"),
     ("path_is_a_folder", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck.parent)), "is a folder, not a checkpoint file"),
     ("restore_file_is_a_folder", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
      "is a folder: give a checkpoint file"),

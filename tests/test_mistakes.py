@@ -6,6 +6,7 @@ kind, and the tools refuse a file that is not a fairseq checkpoint. One line eac
 problem and the fix (docs/errors.md)."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +117,12 @@ def beam(size):
     return SequenceGenerator([model], model.decoder.dictionary, beam_size=size)
 
 
+def incomplete(folder):
+    """A dict with a 'model' entry and nothing else fairseq writes."""
+    torch.save({"model": {}}, folder / "incomplete.pt")
+    return folder / "incomplete.pt"
+
+
 def latin1_file(folder):
     (folder / "latin1.txt").write_bytes(b"ok\ncaf\xe9\n")
     return folder / "latin1.txt"
@@ -126,6 +133,7 @@ def latin1_file(folder):
 INPUT_MISTAKES = [
     ("path_is_a_folder", lambda d, p: load(d), "is a folder, not a checkpoint file: give the file"),
     ("plain_state_dict", lambda d, p: load(p), "is not a fairseq checkpoint (it has no 'model' entry"),
+    ("incomplete_checkpoint", lambda d, p: load(incomplete(d)), "is not a complete fairseq checkpoint (KeyError: 'best_loss')"),
     ("overrides_not_a_dict", lambda d, p: load(p, arg_overrides=[1, 2]), "--model-overrides must be a dict of settings"),
     ("input_is_a_folder", lambda d, p: interactive_lines(d), "is a folder: give a text file, or - for standard input"),
     ("input_is_missing", lambda d, p: interactive_lines(d / "nope.txt"), "is not an existing file"),
@@ -152,6 +160,55 @@ def test_load_errors_are_fairseq_user_errors():
 
     assert issubclass(CheckpointLoadError, FairseqUserError) and issubclass(CheckpointLoadError, RuntimeError)
     assert issubclass(ConfigLiteralError, FairseqUserError) and issubclass(ConfigLiteralError, ValueError)
+
+
+LEGACY = Path(__file__).parent / "legacy_checkpoints" / "legacy_shared.pt"  # a model kept as a Namespace
+
+
+def overrides_of(path, overrides):
+    """What fairseq-generate does with --model-overrides: load with them, then check them."""
+    from fairseq.checkpoint_utils import check_model_overrides
+
+    state = load(path, arg_overrides=overrides)
+    check_model_overrides(overrides, state["cfg"])
+    return state["cfg"]
+
+
+@pytest.fixture(scope="module")
+def dataclass_model_checkpoint(tmp_path_factory):
+    """A checkpoint of a model with a dataclass config (define_lstm_lm), saved before
+    lstm_layers existed: its stored model config lacks it."""
+    path = tmp_path_factory.mktemp("lstm") / "checkpoint.pt"
+    cfg = {"model": {"_name": "define_lstm_lm", "lstm_hidden_dim": 8}, "task": {"_name": "language_modeling", "data": "x"}}
+    history = [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam", "lr_scheduler_state": {},
+                "num_updates": 0}]
+    torch.save({"model": {}, "cfg": cfg, "optimizer_history": history, "extra_state": {}, "last_optimizer_state": None},
+               path)
+    return path
+
+
+@pytest.mark.parametrize("path,overrides,expected", [
+    ("legacy", {"define_map_dimm": 8}, "'define_map_dimm' (did you mean 'define_map_dim'?) is not a setting"),
+    ("legacy", {"beem": 5, "foo": 1}, "'beem' (did you mean 'beam'?), 'foo' are not a setting"),
+    ("dataclass", {"lstm_hiden_dim": 8}, "'lstm_hiden_dim' (did you mean 'lstm_hidden_dim'?) is not a setting"),
+    ("dataclass", {"tokens_per_sampel": 8}, "'tokens_per_sampel'"),
+], ids=["namespace_model", "two_names", "dataclass_model", "task_name"])
+def test_overrides_that_name_no_setting_are_refused(dataclass_model_checkpoint, path, overrides, expected):
+    from fairseq import UserError as FairseqUserError
+
+    with pytest.raises(FairseqUserError) as info:
+        overrides_of(LEGACY if path == "legacy" else dataclass_model_checkpoint, overrides)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_overrides_of_settings_are_applied(dataclass_model_checkpoint):
+    """Known names pass the check and take effect: a group's key, a model option kept in a
+    Namespace, and a model option the stored config lacks (saved before it existed), which
+    fairseq 0.12.2 dropped without a word."""
+    cfg = overrides_of(LEGACY, {"define_output_layer": "tied_map", "data": "elsewhere", "beam": 3})
+    assert cfg.model.define_output_layer == "tied_map" and cfg.task.data == "elsewhere" and cfg.generation.beam == 3
+    cfg = overrides_of(dataclass_model_checkpoint, {"lstm_layers": 2, "lstm_hidden_dim": 16})
+    assert cfg.model.lstm_layers == 2 and cfg.model.lstm_hidden_dim == 16
 
 
 # our tools given something that is not a fairseq checkpoint, or a count that is not one:
