@@ -2242,6 +2242,80 @@ PATCHES += (
 )
 
 
+# fairseq-train used its training numbers without a check: --update-freq 0 and
+# --warmup-updates -5 ended in a ZeroDivisionError traceback, --lr -1 and --label-smoothing 2
+# trained nonsense without a word. Checked once in cli_main, before any worker starts (each
+# model's own settings are checked where it is built).
+_TRAINING_NUMBERS_HELPER = """def _check_training_numbers(cfg):
+    # (added by fairseq_define) every number of the training groups finite; those that mean
+    # something only in a range, in it
+    import math
+
+    from fairseq import UserError
+
+    def flag(name):
+        return "--" + name.replace("_", "-")
+
+    def values(node, name):
+        value = node.get(name, None) if node is not None and name in node else None
+        return list(value) if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for group in ("optimization", "optimizer", "lr_scheduler", "criterion", "dataset", "checkpoint"):
+        node = cfg.get(group, None)
+        for name in node.keys() if node is not None else ():
+            for v in values(node, name):
+                if number(v) and not math.isfinite(v):
+                    raise UserError("{} {} is not a finite number: give a finite value".format(flag(name), v))
+    for group, name, low, why in _TRAINING_LOWER_BOUNDS:
+        for v in values(cfg.get(group, None), name):
+            if number(v) and v < low:
+                raise UserError("{} {} {}".format(flag(name), v, why))
+    for v in values(cfg.get("criterion", None), "label_smoothing"):
+        if number(v) and v >= 1:
+            raise UserError("--label-smoothing {} must be below 1 (0.1 is usual)".format(v))
+
+
+_TRAINING_LOWER_BOUNDS = (  # (group, option, lowest value, what the line says below it)
+    ("optimization", "lr", 0, "is negative: give a learning rate of 0 or more"),
+    ("optimization", "update_freq", 1, "must be at least 1 (batches accumulated per update)"),
+    ("optimization", "clip_norm", 0, "is negative: give a norm to clip to, or 0 for no clipping"),
+    ("optimization", "max_update", 0, "is negative: give a number of updates, or 0 for no limit"),
+    ("optimization", "max_epoch", 0, "is negative: give a number of epochs, or 0 for no limit"),
+    ("optimizer", "weight_decay", 0, "is negative: give a weight decay of 0 or more"),
+    ("lr_scheduler", "warmup_updates", 0, "is negative: give a number of warmup updates, or 0"),
+    ("dataset", "max_tokens", 1, "must be at least 1 (tokens per batch)"),
+    ("dataset", "batch_size", 1, "must be at least 1 (sentences per batch)"),
+    ("criterion", "label_smoothing", 0, "is negative: give a label smoothing in [0, 1)"),
+)
+
+
+"""
+
+PATCHES += (
+    FilePatch(
+        "fairseq",
+        "fairseq_cli/train.py",
+        "training numbers checked before any worker starts (finite; counts and rates in range)",
+        (
+            Edit(
+                "from fairseq.trainer import Trainer\n\n\ndef main(cfg: FairseqConfig) -> None:\n",
+                "from fairseq.trainer import Trainer\n\n\n" + _TRAINING_NUMBERS_HELPER
+                + "def main(cfg: FairseqConfig) -> None:\n",
+            ),
+            Edit(
+                "    cfg = convert_namespace_to_omegaconf(args)\n\n    if cfg.common.use_plasma_view:\n",
+                "    cfg = convert_namespace_to_omegaconf(args)\n"
+                "    _check_training_numbers(cfg)  # (fairseq_define)\n\n"
+                "    if cfg.common.use_plasma_view:\n",
+            ),
+        ),
+    ),
+)
+
+
 PATCHES = _one_patch_per_file(PATCHES)
 
 
@@ -2342,7 +2416,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
-        "b64f6de16dd283ae934f68065d246eb05a89d962604ab418248990db13e80784",
+        "f67d7602ea8b1b17231935e763daa2cf56e451f4c5a7498473b5eb0306bce3e4",
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",

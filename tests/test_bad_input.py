@@ -614,6 +614,8 @@ def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
 CLI_MISTAKES = [
     ("number_not_finite", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--define-unit-grad-scale", "inf")),
      "define_unit_grad_scale=inf is not a finite number"),
+    ("training_number_out_of_range", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--update-freq", "0")),
+     "--update-freq 0 must be at least 1"),
     ("override_not_a_choice", lambda b, ck, t: ("fairseq-generate", generate_args(
         b, ck, "--model-overrides", "{'define_unit_centring': 'bogus'}")), "define_unit_centring='bogus' is not one of"),
     ("override_unknown", lambda b, ck, t: ("fairseq-generate", generate_args(

@@ -211,6 +211,53 @@ def test_overrides_of_settings_are_applied(dataclass_model_checkpoint):
     assert cfg.model.lstm_layers == 2 and cfg.model.lstm_hidden_dim == 16
 
 
+def training_cfg(*flags):
+    """fairseq-train's config for ``flags`` (a stock Transformer; the data folder is not read)."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["DATA", "--arch", "transformer", "--optimizer", "adam",
+                                                "--lr-scheduler", "inverse_sqrt", "--criterion",
+                                                "label_smoothed_cross_entropy", "--max-tokens", "100", *flags])
+    return convert_namespace_to_omegaconf(args)
+
+
+# fairseq-train's own numbers, checked once before any worker starts: (flags, the one line)
+TRAINING_MISTAKES = [
+    (["--lr", "-1"], "--lr -1.0 is negative"),
+    (["--lr", "1e-3,0.5,-2"], "--lr -2.0 is negative"),
+    (["--update-freq", "0"], "--update-freq 0 must be at least 1"),
+    (["--clip-norm", "-1"], "--clip-norm -1.0 is negative"),
+    (["--max-update", "-3"], "--max-update -3 is negative"),
+    (["--weight-decay", "nan"], "--weight-decay nan is not a finite number"),
+    (["--adam-eps", "inf"], "--adam-eps inf is not a finite number"),
+    (["--warmup-updates", "-5"], "--warmup-updates -5 is negative"),
+    (["--warmup-init-lr", "inf"], "--warmup-init-lr inf is not a finite number"),
+    (["--max-tokens", "0"], "--max-tokens 0 must be at least 1"),
+    (["--batch-size", "0"], "--batch-size 0 must be at least 1"),
+    (["--label-smoothing", "2"], "--label-smoothing 2.0 must be below 1"),
+    (["--label-smoothing", "-0.1"], "--label-smoothing -0.1 is negative"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", TRAINING_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_MISTAKES])
+def test_training_numbers_have_checked_ranges(flags, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_cli.train import _check_training_numbers
+
+    with pytest.raises(FairseqUserError) as info:
+        _check_training_numbers(training_cfg(*flags))
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_usual_training_numbers_pass():
+    from fairseq_cli.train import _check_training_numbers
+
+    _check_training_numbers(training_cfg("--lr", "5e-4", "--clip-norm", "0", "--warmup-updates", "0",
+                                         "--label-smoothing", "0.1", "--update-freq", "2", "--max-epoch", "0"))
+
+
 # our tools given something that is not a fairseq checkpoint, or a count that is not one:
 # (tool module, arguments (PLAIN: the plain state_dict, OUT: a new file), the one line)
 TOOL_MISTAKES = [
