@@ -1802,13 +1802,32 @@ PATCHES += tuple(
 
 # fairseq's hub (from_pretrained with a .tar.gz) extracted every member wherever its name
 # pointed (``../`` and absolute names reached site-packages, links anywhere), then replaced
-# the user's archive by a folder; a missing path gave None and a TypeError later.
-_ARCHIVE_MEMBERS_HELPER = """def _safe_archive_members(archive, path):
+# the user's archive by a folder; a missing path gave None and a TypeError later. A small
+# archive could also unpack to any size, and the temporary folder stayed after the process.
+_ARCHIVE_MEMBERS_HELPER = """_ARCHIVE_MAX_RATIO = 50  # unpacked bytes per archive byte (weights compress ~1.1x, text ~4x)
+_ARCHIVE_MAX_MEMBERS = 100_000
+
+
+def _safe_archive_members(archive, path):
     # (added by fairseq_define) only regular files and folders, each under the destination:
-    # a member with an absolute name or a "..", a link, a device or a fifo is refused
+    # a member with an absolute name or a "..", a link, a device or a fifo is refused; so is
+    # an archive that unpacks to more than _ARCHIVE_MAX_RATIO times its size
     from fairseq import UserError
 
-    members = archive.getmembers()
+    members = []
+    for m in archive:
+        members.append(m)
+        if len(members) > _ARCHIVE_MAX_MEMBERS:
+            raise UserError(
+                "refusing to extract {}: it holds more than {} members; a model archive holds a "
+                "checkpoint and a few data files".format(path, _ARCHIVE_MAX_MEMBERS)
+            )
+    unpacked, size = sum(m.size for m in members if m.isfile()), os.path.getsize(path)
+    if unpacked > _ARCHIVE_MAX_RATIO * max(size, 1 << 20):
+        raise UserError(
+            "refusing to extract {}: its {:,} bytes unpack to {:,}, more than {} times its size "
+            "(an archive bomb?); unpack it yourself and give the folder".format(path, size, unpacked, _ARCHIVE_MAX_RATIO)
+        )
     for m in members:
         if m.issym() or m.islnk():
             why = "a link"
@@ -1873,12 +1892,18 @@ PATCHES += (
                 '                archive.extractall(tempdir, members=members, filter="data")\n'
                 "        except tarfile.TarError as e:\n"
                 "            from fairseq import UserError\n\n"
-                "            shutil.rmtree(tempdir)\n"
+                "            shutil.rmtree(tempdir, ignore_errors=True)\n"
                 "            raise UserError(\n"
                 '                "cannot extract {}: {} ({}); give a .tar.gz or .tar.bz2 archive, or the "\n'
                 '                "folder itself".format(resolved_archive_file, e, type(e).__name__)\n'
                 "            ) from None\n"
+                "        except BaseException:  # refused, or interrupted: nothing half-extracted is left\n"
+                "            shutil.rmtree(tempdir, ignore_errors=True)\n"
+                "            raise\n"
                 "        if resolved_archive_file == archive_file:  # the user's own file: kept as it is\n"
+                "            import atexit\n\n"
+                "            # the model and its data files are read while loading; the copy goes with the process\n"
+                "            atexit.register(shutil.rmtree, tempdir, True)\n"
                 "            return os.path.join(tempdir, top_dir)\n"
                 "        os.remove(resolved_archive_file)\n",
             ),
@@ -2556,7 +2581,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
-        "c4e90373b93078c6e0e1e93ce8912c6345d4a81ccd85b89aa92bc33cabf75075",
+        "77e575c2274427f5e245316b41bb9f0310750ea839a8e4f4ba713f602004e2fd",
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",

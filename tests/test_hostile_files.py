@@ -248,7 +248,7 @@ def make_archive(path, members):
         for name, kind, value in members:
             info = tarfile.TarInfo(name)
             if kind == "file":
-                data = value.encode()
+                data = value if isinstance(value, bytes) else value.encode()
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
             elif kind == "dir":
@@ -296,6 +296,38 @@ def test_hub_archives_of_files_are_extracted_and_kept(tmp_path):
 
     with pytest.raises(UserError, match="cannot extract .*bad.tar.gz"):
         file_utils.load_archive_file(str(tmp_path / "bad.tar.gz"))
+
+
+def test_hub_archive_bombs_are_refused_before_extracting(tmp_path, monkeypatch):
+    """An archive that unpacks to more than 50 times its size (at least 1 MB allowed), or holds
+    more members than a model does, is refused before anything is written; the temporary
+    folder goes with the refusal."""
+    from fairseq import UserError, file_utils
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    bomb = make_archive(tmp_path / "bomb.tar.gz", [("model", "dir", ""), ("model/zeros", "file", bytes(60 << 20))])
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(UserError, match=r"refusing to extract .*bomb.tar.gz: its \d[\d,]* bytes unpack to 62,914,560"):
+        file_utils.load_archive_file(str(bomb))
+    monkeypatch.setattr(file_utils, "_ARCHIVE_MAX_MEMBERS", 3)
+    many = make_archive(tmp_path / "many.tar.gz", [("model", "dir", "")] + [(f"model/{i}", "file", "") for i in range(4)])
+    with pytest.raises(UserError, match="refusing to extract .*many.tar.gz: it holds more than 3 members"):
+        file_utils.load_archive_file(str(many))
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.cli  # starts a Python process
+def test_hub_archive_copy_goes_with_the_process(tmp_path):
+    """The user's archive is kept, and its extracted copy is removed when the process ends."""
+    import subprocess
+    import sys
+
+    archive = make_archive(tmp_path / "model.tar.gz", [("model", "dir", ""), ("model/dict.txt", "file", "a 1\n")])
+    code = "import sys; from fairseq import file_utils; print(file_utils.load_archive_file(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True, check=True)
+    folder = Path(out.stdout.strip().splitlines()[-1])
+    assert folder.name == "model" and not folder.parent.exists() and archive.is_file()
 
 
 def test_hub_with_a_missing_folder(tmp_path):
