@@ -2281,24 +2281,29 @@ _TRAINING_NUMBERS_HELPER = """def _check_training_numbers(cfg):
     def flag(name):
         return "--" + name.replace("_", "-")
 
-    def values(node, name):
-        value = node.get(name, None) if node is not None and name in node else None
+    def settings(group):  # a group is a DictConfig, or a Namespace for components without a dataclass
+        node = cfg.get(group, None)
+        if isinstance(node, argparse.Namespace):
+            return vars(node)
+        return {k: node.get(k, None) for k in node.keys() if k in node} if node is not None else {}
+
+    def values(group, name):
+        value = settings(group).get(name, None)
         return list(value) if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]
 
     def number(v):
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 
     for group in ("optimization", "optimizer", "lr_scheduler", "criterion", "dataset", "checkpoint"):
-        node = cfg.get(group, None)
-        for name in node.keys() if node is not None else ():
-            for v in values(node, name):
+        for name in settings(group):
+            for v in values(group, name):
                 if number(v) and not math.isfinite(v):
                     raise UserError("{} {} is not a finite number: give a finite value".format(flag(name), v))
     for group, name, low, why in _TRAINING_LOWER_BOUNDS:
-        for v in values(cfg.get(group, None), name):
+        for v in values(group, name):
             if number(v) and v < low:
                 raise UserError("{} {} {}".format(flag(name), v, why))
-    for v in values(cfg.get("criterion", None), "label_smoothing"):
+    for v in values("criterion", "label_smoothing"):
         if number(v) and v >= 1:
             raise UserError("--label-smoothing {} must be below 1 (0.1 is usual)".format(v))
 
@@ -2441,7 +2446,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
-        "f67d7602ea8b1b17231935e763daa2cf56e451f4c5a7498473b5eb0306bce3e4",
+        "ea6e7ec94cc087adfbb6625fb64b8ec4117338c3adee17d3b794b1ef0de9d70a",
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",

@@ -258,6 +258,18 @@ def test_usual_training_numbers_pass():
                                          "--label-smoothing", "0.1", "--update-freq", "2", "--max-epoch", "0"))
 
 
+def test_training_groups_kept_as_namespaces_are_checked():
+    """A component without a dataclass (here fairseq's sgd optimizer) keeps its group as a Namespace."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_cli.train import _check_training_numbers
+
+    cfg = training_cfg("--optimizer", "sgd", "--lr", "5")
+    assert isinstance(cfg.optimizer, argparse.Namespace)
+    _check_training_numbers(cfg)  # an AttributeError (.keys() of a Namespace) before
+    with pytest.raises(FairseqUserError, match="--weight-decay -1.0 is negative"):
+        _check_training_numbers(training_cfg("--optimizer", "sgd", "--weight-decay", "-1"))
+
+
 # our tools given something that is not a fairseq checkpoint, or a count that is not one:
 # (tool module, arguments (PLAIN: the plain state_dict, OUT: a new file), the one line)
 TOOL_MISTAKES = [
