@@ -1,4 +1,4 @@
-"""DefineOptions: the --define-* flags resolved once, as the modules take them."""
+"""DefineOptions: the --define-* flags resolved once per model, as the modules take them."""
 
 import dataclasses
 from argparse import Namespace
@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from fairseq_define.models.lstm_lm import LSTMLMConfig
 from fairseq_define.modules import DefineConfig, DefineOptions
+from fairseq_define.modules.define_config import REMOVED_SETTINGS
 
 from .conftest import define_cfg
 
@@ -24,9 +25,9 @@ def test_choices_and_lists_become_plain_types(make):
     if make == "omegaconf":  # what fairseq hands a model built from a hydra config
         cfg = OmegaConf.structured(cfg)
     options = DefineOptions.from_config(cfg)
-    assert (options.transform, options.norm, options.activation, options.token_path, options.map) == (
-        "define", "group_layer", "gelu", "plain", "standard")
-    for value in (options.transform, options.norm, options.activation, options.token_path, options.map, options.style):
+    assert (options.transform, options.norm, options.activation, options.token_path) == (
+        "define", "group_layer", "gelu", "plain")
+    for value in (options.transform, options.norm, options.activation, options.token_path, options.style):
         assert type(value) is str
     assert options.groups == (4, 2, 1) and options.bias is False and options.reduce is True
     assert options.map_dim == 256 and options.out_dim is None  # LSTMLMConfig's own n default
@@ -37,10 +38,17 @@ def test_the_authors_style_changes_only_the_define_transform(transform, style):
     assert DefineOptions.from_config(define_cfg(define_style="authors", define_transform=transform)).style == style
 
 
-def test_adaptive_cutoffs_are_read_only_for_the_adaptive_map():
-    options = DefineOptions.from_config(define_cfg(define_map="adaptive", define_adaptive_cutoff="20,40"))
-    assert options.adaptive_cutoff == (20, 40)
-    assert DefineOptions.from_config(define_cfg()).adaptive_cutoff is None
+@pytest.mark.parametrize("make", ["namespace", "omegaconf"], ids=str)
+def test_settings_of_older_code_in_a_stored_config_are_ignored(make):
+    """--define-map / --define-adaptive-cutoff / --define-adaptive-factor are gone (the language
+    models' adaptive input is their adaptive map); a config saved with them resolves as without."""
+    assert not set(REMOVED_SETTINGS) & {f.name for f in dataclasses.fields(DefineConfig)}
+    old = dict(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=2.0)
+    assert set(old) == set(REMOVED_SETTINGS)
+    cfg = define_cfg(**old)
+    if make == "omegaconf":
+        cfg = OmegaConf.create(vars(cfg))
+    assert DefineOptions.from_config(cfg) == DefineOptions.from_config(define_cfg())
 
 
 def test_options_are_frozen():
@@ -52,15 +60,13 @@ def test_options_are_frozen():
 # define_cache_on_load acts in the model when a checkpoint loads, not in a module
 OTHER_SETTINGS = {
     "define_style": {"define_style": "authors"}, "define_transform": {"define_transform": "projective"},
-    "define_map": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
-    "define_adaptive_cutoff": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
     "define_map_dim": {"define_map_dim": 32}, "define_expand_dim": {"define_expand_dim": 128},
     "define_depth": {"define_depth": 5}, "define_out_dim": {"define_out_dim": 24},
     "define_max_groups": {"define_max_groups": 2}, "define_groups": {"define_groups": "4,2,1"},
     "define_activation": {"define_activation": "relu"}, "define_norm": {"define_norm": "none"},
     "define_no_bias": {"define_no_bias": True}, "define_dropout": {"define_dropout": 0.1},
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
-    "define_adaptive_factor": {"define_adaptive_factor": 2.0}, "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
+    "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
     "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
     "define_unit_centring": {"define_unit_centring": "none"},
 }
