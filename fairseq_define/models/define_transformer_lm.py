@@ -66,6 +66,11 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
         check_dropouts(args)
         _check_settings(args, task)
         options = DefineOptions.from_config(args)  # once for the model
+        if options.transform == "none":
+            raise DefineConfigError(
+                "--define-transform none leaves an n-dim map where the decoder reads d dims: use "
+                "--arch transformer_lm for the model without DeFINE, or projective for the baseline at n"
+            )
         if args.decoder_layers_to_keep:  # as fairseq's transformer_lm
             args.decoder_layers = len(args.decoder_layers_to_keep.split(","))
         if getattr(args, "max_target_positions", None) is None:
@@ -145,11 +150,6 @@ def _check_settings(args, task) -> None:
         )
     if args.character_embeddings:
         raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
-    if str(args.define_transform) == "none":
-        raise DefineConfigError(
-            "--define-transform none leaves an n-dim map where the decoder reads d dims: use "
-            "--arch transformer_lm for the model without DeFINE, or projective for the baseline at n"
-        )
     if args.adaptive_input:
         if not args.adaptive_input_cutoff:
             raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
