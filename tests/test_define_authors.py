@@ -478,3 +478,15 @@ def test_define_out_dim_zero_is_refused_in_both_styles():
     for style in ("paper", "authors"):
         with pytest.raises(DefineConfigError, match=r"define_out_dim \(m\) must be a positive integer, got 0"):
             DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_out_dim=0), 40, 1, 32)
+
+
+@pytest.mark.parametrize("sizes, message", [
+    (dict(depth=100000), r"define_depth \(N\)=100000 is larger than this plugin supports \(64\)"),
+    (dict(expand_dim=1000000), r"define_expand_dim \(k\)=1000000 is larger than this plugin supports \(65536\)"),
+])
+def test_the_authors_schedule_has_the_paper_styles_size_bounds(sizes, message):
+    from fairseq_define.modules.config_bounds import ConfigRangeError
+
+    shape = {**dict(map_dim=16, expand_dim=64, depth=3, out_dim=32), **sizes}
+    with pytest.raises(ConfigRangeError, match=message):
+        build_authors_schedule(**shape)

@@ -85,3 +85,73 @@ def test_every_define_flag_reaches_the_options():
     default = DefineOptions.from_config(define_cfg())
     for flag, overrides in OTHER_SETTINGS.items():
         assert DefineOptions.from_config(define_cfg(**overrides)) != default, flag
+
+
+def test_every_style_choice_has_one_row_in_the_styles_table():
+    from fairseq_define.modules.define_config import DEFINE_STYLE_CHOICES
+    from fairseq_define.modules.define_embedding import UNIT_TYPES
+    from fairseq_define.modules.define_styles import STYLES
+
+    assert set(STYLES) == {str(choice.value) for choice in DEFINE_STYLE_CHOICES}
+    assert set(UNIT_TYPES) == {style.unit for style in STYLES.values()}
+
+
+def test_the_embedding_takes_everything_style_specific_from_the_table(monkeypatch):
+    """A style added to the table alone (its schedule, unit and map) is what the embedding
+    builds and reads: the embedding does not know the styles."""
+    import torch
+
+    from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule
+    from fairseq_define.modules.define_styles import STYLES, Style
+
+    calls = []
+
+    def schedule(options, n, m):
+        calls.append((n, m))
+        return build_schedule(n, 32, 2, m, transform="linear")
+
+    def read_map(emb, tokens):
+        return emb.map(tokens) * 0 + 1.0
+
+    monkeypatch.setitem(STYLES, "mine", Style(None, None, schedule, DefineUnit, read_map))
+    options = dataclasses.replace(DefineOptions.from_config(define_cfg()), style="mine")
+    emb = DefineEmbedding(options, 40, 1, 24)
+    assert calls == [(16, 24)] and emb.schedule.transform == "linear" and isinstance(emb.unit, DefineUnit)
+    out = emb(torch.tensor([[3, 7]]))
+    torch.testing.assert_close(out[0, 0], out[0, 1])  # every token reads the same map output
+
+
+@pytest.mark.parametrize("arch", ["define_transformer_tiny", "define_txl_tiny", "define_lstm_tiny",
+                                  "define_transformer_lm_tiny"])
+def test_a_model_resolves_its_define_settings_once(arch, monkeypatch):
+    """One DefineOptions per model, handed to each of its DeFINE embeddings (the transformer
+    has one per side here)."""
+    import torch
+    from fairseq import options
+
+    from fairseq_define.modules import DefineEmbedding
+    from fairseq_define.tools.params import VocabularyOnlyTask, build_model, dictionary_of_size, is_translation_arch
+
+    resolved, seen = [], []
+    original_from_config, original_init = DefineOptions.from_config.__func__, DefineEmbedding.__init__
+
+    def from_config(cls, cfg):
+        resolved.append(original_from_config(cls, cfg))
+        return resolved[-1]
+
+    def init(self, options, *args, **kwargs):
+        seen.append(options)
+        original_init(self, options, *args, **kwargs)
+
+    monkeypatch.setattr(DefineOptions, "from_config", classmethod(from_config))
+    monkeypatch.setattr(DefineEmbedding, "__init__", init)
+    task = "translation" if is_translation_arch(arch) else "language_modeling"
+    flags = ["--define-transform", "define"] if "txl" in arch or "lstm" in arch else []
+    args = options.parse_args_and_arch(options.get_training_parser(default_task=task),
+                                       input_args=["-", "--task", task, "--arch", arch, *flags])
+    d = dictionary_of_size(100)
+    with torch.device("meta"):
+        model = build_model(args, VocabularyOnlyTask(d, d))
+    assert len(resolved) == 1 and seen and all(o is resolved[0] for o in seen)
+    assert not hasattr(args, "define_resolved_options")  # nothing of it is saved with the model's args
+    assert sum(isinstance(m, DefineEmbedding) for m in model.modules()) == len(seen)
