@@ -155,3 +155,32 @@ def test_a_model_resolves_its_define_settings_once(arch, monkeypatch):
     assert len(resolved) == 1 and seen and all(o is resolved[0] for o in seen)
     assert not hasattr(args, "define_resolved_options")  # nothing of it is saved with the model's args
     assert sum(isinstance(m, DefineEmbedding) for m in model.modules()) == len(seen)
+
+
+@pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny", "define_transformer_lm_tiny"])
+def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
+    """A checkpoint's config saved before --define-map and --define-adaptive-* went holds them
+    (every model refused other values than these); fairseq builds the model from it as it does
+    when loading the checkpoint, and the same weights give the same outputs."""
+    import torch
+    from fairseq import models, options
+
+    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="language_modeling"),
+                                       input_args=["-", "--task", "language_modeling", "--arch", arch,
+                                                   "--tokens-per-sample", "8"])
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import open_dict
+
+    plain, stored = convert_namespace_to_omegaconf(args).model, convert_namespace_to_omegaconf(args).model
+    with open_dict(stored):  # what the older code's checkpoint holds
+        stored.update(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=4.0)
+    d = dictionary_of_size(60)
+    task = VocabularyOnlyTask(d, d)
+    torch.manual_seed(0)
+    new = models.build_model(plain, task).eval()
+    old = models.build_model(stored, task, from_checkpoint=True).eval()
+    old.load_state_dict(new.state_dict())
+    tokens = torch.randint(4, 60, (2, 6))
+    torch.testing.assert_close(old(tokens)[0], new(tokens)[0], rtol=0, atol=0)
