@@ -131,6 +131,17 @@ def define_options(**overrides):
     return DefineOptions.from_config(define_cfg(**overrides))
 
 
+def model_map(kind, vocab=40, n=16, cutoff=(20,), factor=4.0):
+    """The map a model hands its DeFINE embedding: None for ``standard`` (the embedding's own
+    n-dim table), or for ``adaptive`` the language models' adaptive input of width n (bands
+    below ``cutoff`` n wide, the next n / factor, each projected to n)."""
+    if kind == "standard":
+        return None
+    from fairseq_define.modules.adaptive_io import ProjectedAdaptiveInput
+
+    return ProjectedAdaptiveInput(vocab, 1, n, factor, n, list(cutoff))
+
+
 def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     """Run one of the environment's console scripts; return the CompletedProcess, with
     stderr merged into stdout (fairseq logs to stdout, warnings go to stderr)."""

@@ -48,7 +48,6 @@ DEFINE_SETTINGS = [
     (["--define-transform", "projective", "--define-no-reduce"], ["cannot be used with --define-no-reduce", "drop that flag"]),
     (["--define-out-dim", "48"], ["outputs 48 dims but the Transformer's embedding dim is 64", "--define-out-dim to 64"]),
     (["--define-no-reduce"], ["outputs 128 dims but the Transformer's embedding dim is 64", "drop --define-no-reduce"]),
-    (["--define-map", "adaptive", "--define-adaptive-cutoff", "100"], ["--define-map adaptive is for the language models", "drop --define-map adaptive"]),
     (["--encoder-embed-path", "/nonexistent/emb.txt"], ["cannot use", "drop them or use --arch transformer"]),
 ]
 
@@ -525,16 +524,30 @@ def test_dropout_out_of_range(arch, flag, value):
     (["--define-out-dim", "0"], "define_out_dim (m) must be a positive integer, got 0"),
     (["--define-depth", "100000"], "define_depth (N)=100000 is larger than this plugin supports (64)"),
     (["--define-expand-dim", "1000000"], "define_expand_dim (k)=1000000 is larger than this plugin supports (65536)"),
-    (["--define-adaptive-cutoff", "50"], "--define-adaptive-cutoff sets the bands of --define-map adaptive, which this model does not use: drop it"),
 ])
 def test_define_settings_refused_up_front(flags, expected):
     assert expected in build_error("define_transformer_tiny", *flags)
 
 
-@pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny"])
-@pytest.mark.parametrize("flags", [["--define-adaptive-cutoff", "50"], ["--define-map", "adaptive"]])
-def test_define_map_flags_that_a_language_model_ignores(arch, flags):
-    assert "do not apply to the language models, whose map is their adaptive input: drop them" in build_error(arch, *flags)
+@pytest.mark.parametrize("arch", ["define_transformer_tiny", "define_txl_tiny", "define_lstm_tiny",
+                                  "define_transformer_lm_tiny"])
+@pytest.mark.parametrize("flags", [["--define-adaptive-cutoff", "50"], ["--define-map", "adaptive"],
+                                   ["--define-adaptive-factor", "2"]])
+def test_removed_define_map_flags_are_not_options(arch, flags, capsys):
+    """The DeFINE map flags that every model refused are gone (a language model's adaptive map
+    is its own adaptive input): argparse names the flag, and --help does not list it."""
+    from fairseq import options
+
+    from fairseq_define.tools.params import is_translation_arch
+
+    task = "translation" if is_translation_arch(arch) else "language_modeling"
+    parser = options.get_training_parser(default_task=task)
+    with pytest.raises(SystemExit):
+        options.parse_args_and_arch(parser, input_args=["-", "--task", task, "--arch", arch, *flags])
+    assert f"unrecognized arguments: {' '.join(flags)}" in capsys.readouterr().err
+    parser = options.get_training_parser(default_task=task)
+    options.parse_args_and_arch(parser, input_args=["-", "--task", task, "--arch", arch])
+    assert flags[0] + " " not in parser.format_help() and "define-map-dim" in parser.format_help()
 
 
 @pytest.mark.parametrize("override,expected", [

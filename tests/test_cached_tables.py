@@ -9,7 +9,7 @@ from fairseq.checkpoint_utils import safe_torch_load
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
 from fairseq_define.modules.define_config import DefineConfigError
 
-from .conftest import USER_DIR, define_options, run_cli
+from .conftest import USER_DIR, define_options, model_map, run_cli
 
 
 TOKENS = torch.tensor([[5, 9, 5, 1], [9, 9, 30, 5]])
@@ -21,10 +21,10 @@ GRAD_TOKENS = torch.tensor([[5, 9, 5, 7], [9, 9, 30, 5]])
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, map_kind):
     torch.manual_seed(0)
-    kw = dict(define_transform=transform, define_map=map_kind,
-              define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
-    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 24)
-    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 24)
+    plain = DefineEmbedding(define_options(define_token_path="plain", define_transform=transform), 40, 1, 24,
+                            map_layer=model_map(map_kind))
+    unique = DefineEmbedding(define_options(define_token_path="unique", define_transform=transform), 40, 1, 24,
+                             map_layer=model_map(map_kind))
     unique.load_state_dict(plain.state_dict())
     torch.testing.assert_close(unique(TOKENS), plain(TOKENS), atol=1e-6, rtol=1e-5)
     out_p, out_u = plain(GRAD_TOKENS), unique(GRAD_TOKENS)
@@ -48,8 +48,7 @@ def test_unique_path_is_skipped_when_dropout_is_active():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_options(define_map=map_kind,
-                                         define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24).eval()
+    emb = DefineEmbedding(define_options(), 40, 1, 24, map_layer=model_map(map_kind)).eval()
     live = emb(TOKENS)
     size = cache_define_tables(emb)
     assert emb.unit is None and size == 40 * 24 * 4

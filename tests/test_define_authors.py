@@ -25,7 +25,7 @@ from fairseq_define.modules import (
 from fairseq_define.modules.define_config import DEFAULT_DEFINE_STYLE
 from fairseq_define.tools import params
 
-from .conftest import USER_DIR, define_cfg, define_options, run_cli
+from .conftest import USER_DIR, define_cfg, define_options, model_map, run_cli
 
 # (n, k, N, m): the NMT unit (Table 3) and Table 1a R3 / R4 / R5
 PAPER_SHAPES = {"nmt": (128, 1024, 3, 512), "r3": (256, 1024, 3, 256), "r4": (384, 1024, 7, 384),
@@ -344,10 +344,9 @@ def test_authors_map_dropout_is_one_mask_per_sequence():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
     torch.manual_seed(0)
-    kw = dict(define_style=style, define_max_groups=None, define_map=map_kind,
-              define_adaptive_cutoff="20" if map_kind == "adaptive" else None)
-    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 32)
-    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 32)
+    kw = dict(define_style=style, define_max_groups=None)
+    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 32, map_layer=model_map(map_kind))
+    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 32, map_layer=model_map(map_kind))
     unique.load_state_dict(plain.state_dict())
     out_p, out_u = plain(TOKENS), unique(TOKENS)
     torch.testing.assert_close(out_u, out_p, atol=1e-6, rtol=1e-5)
@@ -368,8 +367,7 @@ def test_unique_path_is_skipped_when_the_authors_unit_drops_out():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_authors_cached_table_equals_live_unit(map_kind):
     torch.manual_seed(0)
-    cutoff = "20" if map_kind == "adaptive" else None
-    emb = DefineEmbedding(authors_options(define_map=map_kind, define_adaptive_cutoff=cutoff), 40, 1, 32).eval()
+    emb = DefineEmbedding(authors_options(), 40, 1, 32, map_layer=model_map(map_kind)).eval()
     live = emb(TOKENS)
     cache_define_tables(emb)
     assert emb.unit is None
@@ -480,3 +478,15 @@ def test_define_out_dim_zero_is_refused_in_both_styles():
     for style in ("paper", "authors"):
         with pytest.raises(DefineConfigError, match=r"define_out_dim \(m\) must be a positive integer, got 0"):
             DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_out_dim=0), 40, 1, 32)
+
+
+@pytest.mark.parametrize("sizes, message", [
+    (dict(depth=100000), r"define_depth \(N\)=100000 is larger than this plugin supports \(64\)"),
+    (dict(expand_dim=1000000), r"define_expand_dim \(k\)=1000000 is larger than this plugin supports \(65536\)"),
+])
+def test_the_authors_schedule_has_the_paper_styles_size_bounds(sizes, message):
+    from fairseq_define.modules.config_bounds import ConfigRangeError
+
+    shape = {**dict(map_dim=16, expand_dim=64, depth=3, out_dim=32), **sizes}
+    with pytest.raises(ConfigRangeError, match=message):
+        build_authors_schedule(**shape)

@@ -1,4 +1,4 @@
-"""DefineOptions: the --define-* flags resolved once, as the modules take them."""
+"""DefineOptions: the --define-* flags resolved once per model, as the modules take them."""
 
 import dataclasses
 from argparse import Namespace
@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from fairseq_define.models.lstm_lm import LSTMLMConfig
 from fairseq_define.modules import DefineConfig, DefineOptions
+from fairseq_define.modules.define_config import REMOVED_SETTINGS
 
 from .conftest import define_cfg
 
@@ -24,9 +25,9 @@ def test_choices_and_lists_become_plain_types(make):
     if make == "omegaconf":  # what fairseq hands a model built from a hydra config
         cfg = OmegaConf.structured(cfg)
     options = DefineOptions.from_config(cfg)
-    assert (options.transform, options.norm, options.activation, options.token_path, options.map) == (
-        "define", "group_layer", "gelu", "plain", "standard")
-    for value in (options.transform, options.norm, options.activation, options.token_path, options.map, options.style):
+    assert (options.transform, options.norm, options.activation, options.token_path) == (
+        "define", "group_layer", "gelu", "plain")
+    for value in (options.transform, options.norm, options.activation, options.token_path, options.style):
         assert type(value) is str
     assert options.groups == (4, 2, 1) and options.bias is False and options.reduce is True
     assert options.map_dim == 256 and options.out_dim is None  # LSTMLMConfig's own n default
@@ -37,10 +38,17 @@ def test_the_authors_style_changes_only_the_define_transform(transform, style):
     assert DefineOptions.from_config(define_cfg(define_style="authors", define_transform=transform)).style == style
 
 
-def test_adaptive_cutoffs_are_read_only_for_the_adaptive_map():
-    options = DefineOptions.from_config(define_cfg(define_map="adaptive", define_adaptive_cutoff="20,40"))
-    assert options.adaptive_cutoff == (20, 40)
-    assert DefineOptions.from_config(define_cfg()).adaptive_cutoff is None
+@pytest.mark.parametrize("make", ["namespace", "omegaconf"], ids=str)
+def test_settings_of_older_code_in_a_stored_config_are_ignored(make):
+    """--define-map / --define-adaptive-cutoff / --define-adaptive-factor are gone (the language
+    models' adaptive input is their adaptive map); a config saved with them resolves as without."""
+    assert not set(REMOVED_SETTINGS) & {f.name for f in dataclasses.fields(DefineConfig)}
+    old = dict(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=2.0)
+    assert set(old) == set(REMOVED_SETTINGS)
+    cfg = define_cfg(**old)
+    if make == "omegaconf":
+        cfg = OmegaConf.create(vars(cfg))
+    assert DefineOptions.from_config(cfg) == DefineOptions.from_config(define_cfg())
 
 
 def test_options_are_frozen():
@@ -52,15 +60,13 @@ def test_options_are_frozen():
 # define_cache_on_load acts in the model when a checkpoint loads, not in a module
 OTHER_SETTINGS = {
     "define_style": {"define_style": "authors"}, "define_transform": {"define_transform": "projective"},
-    "define_map": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
-    "define_adaptive_cutoff": {"define_map": "adaptive", "define_adaptive_cutoff": "20"},
     "define_map_dim": {"define_map_dim": 32}, "define_expand_dim": {"define_expand_dim": 128},
     "define_depth": {"define_depth": 5}, "define_out_dim": {"define_out_dim": 24},
     "define_max_groups": {"define_max_groups": 2}, "define_groups": {"define_groups": "4,2,1"},
     "define_activation": {"define_activation": "relu"}, "define_norm": {"define_norm": "none"},
     "define_no_bias": {"define_no_bias": True}, "define_dropout": {"define_dropout": 0.1},
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
-    "define_adaptive_factor": {"define_adaptive_factor": 2.0}, "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
+    "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
     "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
     "define_unit_centring": {"define_unit_centring": "none"},
 }
@@ -79,3 +85,102 @@ def test_every_define_flag_reaches_the_options():
     default = DefineOptions.from_config(define_cfg())
     for flag, overrides in OTHER_SETTINGS.items():
         assert DefineOptions.from_config(define_cfg(**overrides)) != default, flag
+
+
+def test_every_style_choice_has_one_row_in_the_styles_table():
+    from fairseq_define.modules.define_config import DEFINE_STYLE_CHOICES
+    from fairseq_define.modules.define_embedding import UNIT_TYPES
+    from fairseq_define.modules.define_styles import STYLES
+
+    assert set(STYLES) == {str(choice.value) for choice in DEFINE_STYLE_CHOICES}
+    assert set(UNIT_TYPES) == {style.unit for style in STYLES.values()}
+
+
+def test_the_embedding_takes_everything_style_specific_from_the_table(monkeypatch):
+    """A style added to the table alone (its schedule, unit and map) is what the embedding
+    builds and reads: the embedding does not know the styles."""
+    import torch
+
+    from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule
+    from fairseq_define.modules.define_styles import STYLES, Style
+
+    calls = []
+
+    def schedule(options, n, m):
+        calls.append((n, m))
+        return build_schedule(n, 32, 2, m, transform="linear")
+
+    def read_map(emb, tokens):
+        return emb.map(tokens) * 0 + 1.0
+
+    monkeypatch.setitem(STYLES, "mine", Style(None, None, schedule, DefineUnit, read_map))
+    options = dataclasses.replace(DefineOptions.from_config(define_cfg()), style="mine")
+    emb = DefineEmbedding(options, 40, 1, 24)
+    assert calls == [(16, 24)] and emb.schedule.transform == "linear" and isinstance(emb.unit, DefineUnit)
+    out = emb(torch.tensor([[3, 7]]))
+    torch.testing.assert_close(out[0, 0], out[0, 1])  # every token reads the same map output
+
+
+@pytest.mark.parametrize("arch", ["define_transformer_tiny", "define_txl_tiny", "define_lstm_tiny",
+                                  "define_transformer_lm_tiny"])
+def test_a_model_resolves_its_define_settings_once(arch, monkeypatch):
+    """One DefineOptions per model, handed to each of its DeFINE embeddings (the transformer
+    has one per side here)."""
+    import torch
+    from fairseq import options
+
+    from fairseq_define.modules import DefineEmbedding
+    from fairseq_define.tools.params import VocabularyOnlyTask, build_model, dictionary_of_size, is_translation_arch
+
+    resolved, seen = [], []
+    original_from_config, original_init = DefineOptions.from_config.__func__, DefineEmbedding.__init__
+
+    def from_config(cls, cfg):
+        resolved.append(original_from_config(cls, cfg))
+        return resolved[-1]
+
+    def init(self, options, *args, **kwargs):
+        seen.append(options)
+        original_init(self, options, *args, **kwargs)
+
+    monkeypatch.setattr(DefineOptions, "from_config", classmethod(from_config))
+    monkeypatch.setattr(DefineEmbedding, "__init__", init)
+    task = "translation" if is_translation_arch(arch) else "language_modeling"
+    flags = ["--define-transform", "define"] if "txl" in arch or "lstm" in arch else []
+    args = options.parse_args_and_arch(options.get_training_parser(default_task=task),
+                                       input_args=["-", "--task", task, "--arch", arch, *flags])
+    d = dictionary_of_size(100)
+    with torch.device("meta"):
+        model = build_model(args, VocabularyOnlyTask(d, d))
+    assert len(resolved) == 1 and seen and all(o is resolved[0] for o in seen)
+    assert not hasattr(args, "define_resolved_options")  # nothing of it is saved with the model's args
+    assert sum(isinstance(m, DefineEmbedding) for m in model.modules()) == len(seen)
+
+
+@pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny", "define_transformer_lm_tiny"])
+def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
+    """A checkpoint's config saved before --define-map and --define-adaptive-* went holds them
+    (every model refused other values than these); fairseq builds the model from it as it does
+    when loading the checkpoint, and the same weights give the same outputs."""
+    import torch
+    from fairseq import models, options
+
+    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="language_modeling"),
+                                       input_args=["-", "--task", "language_modeling", "--arch", arch,
+                                                   "--tokens-per-sample", "8"])
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import open_dict
+
+    plain, stored = convert_namespace_to_omegaconf(args).model, convert_namespace_to_omegaconf(args).model
+    with open_dict(stored):  # what the older code's checkpoint holds
+        stored.update(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=4.0)
+    d = dictionary_of_size(60)
+    task = VocabularyOnlyTask(d, d)
+    torch.manual_seed(0)
+    new = models.build_model(plain, task).eval()
+    old = models.build_model(stored, task, from_checkpoint=True).eval()
+    old.load_state_dict(new.state_dict())
+    tokens = torch.randint(4, 60, (2, 6))
+    torch.testing.assert_close(old(tokens)[0], new(tokens)[0], rtol=0, atol=0)

@@ -105,7 +105,6 @@ def test_wikitext_103_rows_take_the_softmax_bands_from_the_map():
     (dict(adaptive_softmax_cutoff="10,20"), "add --adaptive-input"),
     (dict(adaptive_input=True), "needs --adaptive-input-cutoff"),
     (dict(define_transform="none"), "--arch transformer_lm"),
-    (dict(define_map="adaptive", define_adaptive_cutoff="10"), "use those"),
     (dict(character_embeddings=True), "drop it"),
     (dict(define_no_reduce=True), "drop --define-no-reduce"),
     (dict(ADAPTIVE, adaptive_input_cutoff="10,50"), "--adaptive-input-cutoff 10,50 reaches the vocabulary size 40"),

@@ -5,7 +5,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, split_and_mix
 
-from .conftest import define_options
+from .conftest import define_options, model_map
 
 TRANSFORMS = ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 
@@ -104,9 +104,9 @@ def test_residual_variant_adds_the_previous_output():
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_embedding_gradients_reach_the_map_table(transform, map_kind):
     torch.manual_seed(0)
-    options = define_options(define_transform=transform, define_map=map_kind,
-                             define_adaptive_cutoff="20,40" if map_kind == "adaptive" else None)
-    emb = DefineEmbedding(options, num_embeddings=60, padding_idx=1, out_dim=24)
+    options = define_options(define_transform=transform)
+    emb = DefineEmbedding(options, num_embeddings=60, padding_idx=1, out_dim=24,
+                          map_layer=model_map(map_kind, vocab=60, cutoff=(20, 40)))
     tokens = torch.tensor([[5, 25, 45, 1]])
     out = emb(tokens)
     assert out.shape == (1, 4, 24) and emb.embedding_dim == 24
@@ -133,10 +133,3 @@ def test_standard_map_is_scaled_by_sqrt_n_and_exposes_its_table():
     torch.testing.assert_close(emb.map_tokens(tokens), emb.map.weight[tokens] * 4.0)
 
 
-def test_adaptive_map_needs_cutoffs():
-    from fairseq_define.modules import DefineConfigError
-
-    with pytest.raises(DefineConfigError, match="needs --define-adaptive-cutoff"):
-        DefineEmbedding(define_options(define_map="adaptive"), 60, 1, 24)
-    with pytest.raises(DefineConfigError, match="exceeds the vocabulary size 60"):
-        DefineEmbedding(define_options(define_map="adaptive", define_adaptive_cutoff="20,80"), 60, 1, 24)

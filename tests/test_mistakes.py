@@ -49,8 +49,7 @@ NUMERIC_MISTAKES = [
     (TRANSFORMER, ["--adaptive-softmax-factor", "1e999"], "adaptive_softmax_factor=inf is not a finite number"),
     (TRANSFORMER, ["--encoder-layers", "0"], "encoder_layers=0 is a size and must be at least 1"),
     (TRANSFORMER, ["--decoder-attention-heads", "-2"], "decoder_attention_heads=-2 is a size and must be at least 1"),
-    (LSTM, ["--define-adaptive-factor", "nan"], "define_adaptive_factor=nan is not a finite number"),
-    (LSTM, ["--define-adaptive-factor", "0"], "define_adaptive_factor=0.0 must be positive"),
+    (LSTM, ["--div-val", "nan"], "div_val=nan is not a finite number"),
     (LSTM, ["--div-val", "0"], "div_val=0.0 must be positive"),
     (TXL, ["--div-val", "inf"], "div_val=inf is not a finite number"),
     (TXL, ["--init-std", "nan"], "init_std=nan is not a finite number"),
@@ -75,7 +74,7 @@ OVERRIDE_MISTAKES = [
     (LSTM, {"define_activation": "softmax"}, "define_activation='softmax' is not one of swish, gelu, relu, tanh, linear"),
     (LSTM, {"div_val": float("inf")}, "div_val=inf is not a finite number"),
     (TXL, {"define_style": "mine"}, "define_style='mine' is not one of paper, authors"),
-    (TXL, {"define_adaptive_factor": -4.0}, "define_adaptive_factor=-4.0 must be positive"),
+    (TXL, {"div_val": -4.0}, "div_val=-4.0 must be positive"),
 ]
 
 

@@ -15,7 +15,7 @@ from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
 from fairseq_define.tools.paper_tables import TABLES
 
-from .conftest import define_options, run_cli
+from .conftest import define_options, model_map, run_cli
 
 # -- real-looking fairseq-train logs ------------------------------------------------------
 
@@ -346,8 +346,8 @@ def expand_outputs(emb, e):
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_correlation_maps_of_a_define_embedding(transform, depth, map_kind):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_options(define_transform=transform, define_depth=depth, define_map=map_kind,
-                                         define_adaptive_cutoff="20" if map_kind == "adaptive" else None), 40, 1, 24)
+    emb = DefineEmbedding(define_options(define_transform=transform, define_depth=depth), 40, 1, 24,
+                          map_layer=model_map(map_kind))
     maps = corr.correlation_maps(emb, 40, chunk=16)  # several chunks
     assert emb.training  # the mode is restored
     assert len(maps) == 2 + depth

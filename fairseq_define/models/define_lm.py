@@ -25,12 +25,12 @@ def adaptive_map(cfg, dictionary, out_dim: int) -> ProjectedAdaptiveInput:
     return ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), cfg.define_map_dim, cfg.div_val, out_dim, cutoff)
 
 
-def define_on_map(cfg, dictionary, adaptive, out_dim: int, map_scale: float):
+def define_on_map(options: DefineOptions, dictionary, adaptive, out_dim: int, map_scale: float):
     """The token embedding: the map alone (``--define-transform none``) or a DeFINE unit
     reading the map's output."""
-    if str(cfg.define_transform) == "none":
+    if options.transform == "none":
         return adaptive
-    return DefineEmbedding(DefineOptions.from_config(cfg), len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
+    return DefineEmbedding(options, len(dictionary), dictionary.pad(), out_dim, adaptive, map_scale)
 
 
 class StreamStateDecoder(FairseqIncrementalDecoder):
@@ -131,7 +131,8 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
     model_name = ""
 
     @classmethod
-    def build_decoder(cls, cfg, dictionary):
+    def build_decoder(cls, cfg, dictionary, options: DefineOptions):
+        """The decoder for ``cfg``, with the DeFINE settings resolved from it (``options``)."""
         raise NotImplementedError
 
     @classmethod
@@ -149,12 +150,8 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
                 "runs a translation task: score it with fairseq-eval-lm (--task contiguous_lm) on data "
                 "binarized with fairseq-preprocess --only-source"
             )
-        if getattr(cfg, "define_adaptive_cutoff", None) or str(getattr(cfg, "define_map", "standard")) != "standard":
-            raise DefineConfigError(
-                "--define-map and --define-adaptive-cutoff do not apply to the language models, whose map "
-                "is their adaptive input: drop them and set the bands with --adaptive-cutoff / --div-val"
-            )
-        model = cls(cls.build_decoder(cfg, task.target_dictionary))
+        options = DefineOptions.from_config(cfg)  # once for the model
+        model = cls(cls.build_decoder(cfg, task.target_dictionary, options))
         log_parameter_distribution(model, getattr(cfg, "_name", None) or cls.model_name)
         return model
 

@@ -109,12 +109,6 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
                 "--encoder-embed-path/--decoder-embed-path load m-dim pretrained embeddings, "
                 "which a DeFINE map (n-dim) cannot use; drop them or use --arch transformer"
             )
-        if str(args.define_map) != "standard":
-            raise DefineConfigError(
-                "--define-map adaptive is for the language models (tied to an adaptive "
-                "softmax); define_transformer ties its output to a standard n-dim table: "
-                "drop --define-map adaptive"
-            )
         # The map scales its n-dim table by sqrt(n); the unit's output enters unscaled.
         args.no_scale_embedding = True
         check_output_layer(args)
@@ -124,7 +118,13 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
             args.decoder_output_dim = args.define_map_dim
         elif args.define_output_layer == "tied_unit":
             args.share_decoder_input_output_embed = True
-        model = super().build_model(args, task)
+        # resolved once for the model: fairseq's build_model copies args into the config it
+        # hands build_embedding (once per side); removed after, as args is saved with the model
+        args.define_resolved_options = DefineOptions.from_config(args)
+        try:
+            model = super().build_model(args, task)
+        finally:
+            del args.define_resolved_options
         logger.info("output layer: %s (--define-output-layer)", OUTPUT_LAYER_HELP[args.define_output_layer])
         log_parameter_distribution(model, args.arch)
         return model
@@ -150,7 +150,7 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
 
     @classmethod
     def build_embedding(cls, args, dictionary, embed_dim, path=None):
-        emb = DefineEmbedding(DefineOptions.from_config(args), len(dictionary), dictionary.pad(), embed_dim)
+        emb = DefineEmbedding(args.define_resolved_options, len(dictionary), dictionary.pad(), embed_dim)
         if emb.embedding_dim != embed_dim:
             raise DefineConfigError(
                 f"the DeFINE unit outputs {emb.embedding_dim} dims but the Transformer's "

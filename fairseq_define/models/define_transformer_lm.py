@@ -65,6 +65,12 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
     def build_model(cls, args, task):
         check_dropouts(args)
         _check_settings(args, task)
+        options = DefineOptions.from_config(args)  # once for the model
+        if options.transform == "none":
+            raise DefineConfigError(
+                "--define-transform none leaves an n-dim map where the decoder reads d dims: use "
+                "--arch transformer_lm for the model without DeFINE, or projective for the baseline at n"
+            )
         if args.decoder_layers_to_keep:  # as fairseq's transformer_lm
             args.decoder_layers = len(args.decoder_layers_to_keep.split(","))
         if getattr(args, "max_target_positions", None) is None:
@@ -79,15 +85,15 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
         else:
             args.share_decoder_input_output_embed = True
         dictionary = task.source_dictionary
-        embed = cls.build_embedding(args, dictionary, args.decoder_input_dim)
+        embed = cls.build_embedding(args, dictionary, args.decoder_input_dim, options=options)
         model = cls(DefineTransformerLMDecoder(args, task.target_dictionary, embed), args)
         log_parameter_distribution(model, getattr(args, "arch", None) or getattr(args, "_name", None))
         return model
 
     @classmethod
-    def build_embedding(cls, args, dictionary, embed_dim, path=None):
-        """Map (n-dim table or adaptive input of width n) -> DeFINE unit n -> ``embed_dim``."""
-        options = DefineOptions.from_config(args)
+    def build_embedding(cls, args, dictionary, embed_dim, path=None, *, options: DefineOptions):
+        """Map (n-dim table or adaptive input of width n) -> DeFINE unit n -> ``embed_dim``,
+        with the model's DeFINE settings (``options``)."""
         if args.adaptive_input:
             cutoff = utils.eval_str_list(args.adaptive_input_cutoff, type=int)
             n = args.define_map_dim
@@ -144,16 +150,6 @@ def _check_settings(args, task) -> None:
         )
     if args.character_embeddings:
         raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
-    if str(getattr(args, "define_transform", "define")) == "none":
-        raise DefineConfigError(
-            "--define-transform none leaves an n-dim map where the decoder reads d dims: use "
-            "--arch transformer_lm for the model without DeFINE, or projective for the baseline at n"
-        )
-    if str(getattr(args, "define_map", "standard")) != "standard" or getattr(args, "define_adaptive_cutoff", None):
-        raise DefineConfigError(
-            "--define-map adaptive / --define-adaptive-cutoff: this model's adaptive map is fairseq's "
-            "--adaptive-input (with --adaptive-input-cutoff and --adaptive-input-factor); use those"
-        )
     if args.adaptive_input:
         if not args.adaptive_input_cutoff:
             raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")

@@ -82,13 +82,13 @@ class LSTMLanguageModel(DefineLanguageModel):
     model_name = "define_lstm_lm"
 
     @classmethod
-    def build_decoder(cls, cfg, dictionary):
+    def build_decoder(cls, cfg, dictionary, options):
         if cfg.lstm_layers < 1:
             raise DefineConfigError(f"--lstm-layers must be at least 1, got {cfg.lstm_layers}")
         n = cfg.define_map_dim
         # the map outputs n dims; bands narrower than n are projected to n (Table 1a)
         adaptive = adaptive_map(cfg, dictionary, n)
-        embed = define_on_map(cfg, dictionary, adaptive, cfg.define_out_dim or n, 1.0)
+        embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, 1.0)
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
 

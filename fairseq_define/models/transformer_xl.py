@@ -87,7 +87,7 @@ class TransformerXLLanguageModel(DefineLanguageModel):
     model_name = "define_transformer_xl"
 
     @classmethod
-    def build_decoder(cls, cfg, dictionary):
+    def build_decoder(cls, cfg, dictionary, options):
         d = cfg.decoder_embed_dim
         if cfg.mem_len < 0:
             raise DefineConfigError(f"mem_len={cfg.mem_len}: give the memory length in tokens, or 0 for no memory")
@@ -101,7 +101,7 @@ class TransformerXLLanguageModel(DefineLanguageModel):
         if d % 2:
             raise DefineConfigError(f"--decoder-embed-dim must be even (sinusoidal positions), got {d}")
         adaptive = adaptive_map(cfg, dictionary, d)
-        embed = define_on_map(cfg, dictionary, adaptive, d, math.sqrt(d))
+        embed = define_on_map(options, dictionary, adaptive, d, math.sqrt(d))
         if embed.embedding_dim != d:
             raise DefineConfigError(
                 f"the DeFINE unit outputs {embed.embedding_dim} dims but d_model is {d}; "

@@ -53,8 +53,7 @@ def check_dropouts(cfg) -> None:
 
 # settings that must be positive: a zero or negative factor, divisor or scale builds a broken
 # model without a word (fairseq's adaptive input/softmax settings included)
-POSITIVE_SETTINGS = ("define_adaptive_factor", "define_unit_grad_scale", "div_val", "adaptive_input_factor",
-                     "adaptive_softmax_factor")
+POSITIVE_SETTINGS = ("define_unit_grad_scale", "div_val", "adaptive_input_factor", "adaptive_softmax_factor")
 # integer settings with these endings are sizes: at least 1 (the --define-* sizes have their
 # own messages, define_config.check_positive)
 SIZE_SUFFIXES = ("_dim", "_layers", "_heads")

@@ -5,6 +5,9 @@ Every variant of the paper is a value of ``define_transform``; the layers each o
 listed in define_schedule.py (``define_style=paper``) and define_schedule_authors.py
 (``define_style=authors``, the authors' released unit; docs/define_unit.md). A model resolves
 these flags once into typed options (define_options.py) that the modules take.
+
+The map layer is the model's: an n-dim table here, or the language models' own adaptive input
+(``--adaptive-cutoff``/``--div-val``, ``--adaptive-input``), which the unit reads.
 """
 
 from dataclasses import dataclass, field
@@ -13,11 +16,11 @@ from typing import List, Optional
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from ..errors import UserError
+from .config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
 
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
     ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 )
-DEFINE_MAP_CHOICES = ChoiceEnum(["standard", "adaptive"])
 DEFINE_ACTIVATION_CHOICES = ChoiceEnum(["swish", "gelu", "relu", "tanh", "linear"])
 DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "group_layer", "none"])
 DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
@@ -27,6 +30,11 @@ DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
 DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
 # --define-unit-grad-scale when not given, for both styles (docs/stability.md)
 DEFAULT_UNIT_GRAD_SCALE = 0.01
+
+
+# settings that older code declared and every model refused (an adaptive map of DeFINE's own,
+# where the language models have theirs): a stored config that holds them loads, ignoring them
+REMOVED_SETTINGS = ("define_map", "define_adaptive_cutoff", "define_adaptive_factor")
 
 
 class DefineConfigError(UserError, ValueError):
@@ -53,11 +61,6 @@ class DefineConfig(FairseqDataclass):
             "(ablations of Tables 6 and 8), projective (one linear n->m, the baseline), or "
             "none (no unit: the map alone; language models only)"
         },
-    )
-    define_map: DEFINE_MAP_CHOICES = field(
-        default="standard",
-        metadata={"help": "map layer: standard embedding table (scaled by sqrt(n)) or "
-                  "fairseq's adaptive input (frequency bands of decreasing width)"},
     )
     define_map_dim: int = field(
         default=128, metadata={"help": "n: dimension of the map layer e_i (and of the tied output)"}
@@ -109,13 +112,6 @@ class DefineConfig(FairseqDataclass):
         default=False,
         metadata={"help": "skip Reduce (Table 8b): the unit outputs e_hat of width k"},
     )
-    define_adaptive_cutoff: Optional[str] = field(
-        default=None,
-        metadata={"help": "adaptive map: comma-separated band cutoffs (e.g. 20000,60000)"},
-    )
-    define_adaptive_factor: float = field(
-        default=4.0, metadata={"help": "adaptive map: width divisor between bands"}
-    )
     define_unit_grad_scale: Optional[float] = field(
         default=None,
         metadata={
@@ -161,6 +157,19 @@ def check_positive(name: str, flag: str, value) -> None:
     """``value`` is a positive int (not a bool); ``flag`` names where it is set."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise DefineConfigError(f"{name} must be a positive integer, got {value!r} ({flag})")
+
+
+def check_unit_sizes(n: int, k: int, depth: int, m: int) -> None:
+    """The sizes of a unit with Expand layers, in either style: n, m, k and N positive integers
+    and within the plugin's bounds (config_bounds.py)."""
+    check_positive("define_map_dim (n)", "--define-map-dim", n)
+    check_positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
+    check_positive("define_expand_dim (k)", "--define-expand-dim", k)
+    check_positive("define_depth (N)", "--define-depth", depth)
+    check_size("define_depth (N)", "--define-depth", depth, MAX_DEFINE_DEPTH)
+    for name, flag, value in (("define_map_dim (n)", "--define-map-dim", n), ("define_expand_dim (k)", "--define-expand-dim", k),
+                              ("define_out_dim (m)", "--define-out-dim", m)):
+        check_size(name, flag, value, MAX_DEFINE_WIDTH)
 
 
 def parse_int_list(value: Optional[str], flag: str) -> Optional[List[int]]:

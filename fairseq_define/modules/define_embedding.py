@@ -1,25 +1,19 @@
-"""Token embedding = Map (standard table or adaptive input, n-dim) -> DeFINE unit
-(paper section 3.4, Figure 1): a drop-in replacement for a model's ``embed_tokens``."""
+"""Token embedding = Map (the embedding's n-dim table, or a map the model builds: the
+language models' adaptive input) -> DeFINE unit (paper section 3.4, Figure 1): a drop-in
+replacement for a model's ``embed_tokens``. What differs between the unit's styles comes
+from their table (define_styles.py)."""
 
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq.modules import AdaptiveInput, FairseqDropout
+from fairseq.modules import FairseqDropout
 
-from .adaptive_io import band_scaled_forward
-from .awd_regularization import locked_dropout
 from .define_config import DefineConfigError
 from .define_options import DefineOptions
-from .define_schedule import build_schedule
-from .define_schedule_authors import build_authors_schedule
-from .define_unit import DefineUnit
-from .define_unit_authors import AuthorsDefineUnit
+from .define_styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
 from .unit_grad_scale import centre_reduce_bias, centre_unit_gradients, scale_unit_gradients
-
-# every module class that is a DeFINE unit (the parameter report counts them as DeFINE)
-UNIT_TYPES = (DefineUnit, AuthorsDefineUnit)
 
 
 def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
@@ -28,19 +22,13 @@ def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
     differs from n where the unit reads a model-built map (the Transformer-XL's unit reads
     the projected d_model-dim embedding, Table 2)."""
     m = options.out_dim if options.out_dim is not None else out_dim
-    if options.style == "authors":
-        return build_authors_schedule(in_dim, options.expand_dim, options.depth, m, max_groups=options.max_groups)
-    return build_schedule(
-        in_dim, options.expand_dim, options.depth, m, transform=options.transform,
-        max_groups=options.max_groups, groups=options.groups, reduce=options.reduce,
-    )
+    return STYLES[options.style].schedule(options, in_dim, m)
 
 
 def build_unit(options: DefineOptions, schedule):
-    """The DeFINE unit for a schedule from :func:`unit_schedule`."""
-    unit_cls = AuthorsDefineUnit if getattr(schedule, "style", "paper") == "authors" else DefineUnit
-    return unit_cls(schedule, activation=options.activation, norm=options.norm,
-                    bias=options.bias, dropout=options.dropout)
+    """The DeFINE unit (of the options' style) for a schedule from :func:`unit_schedule`."""
+    return STYLES[options.style].unit(schedule, activation=options.activation, norm=options.norm,
+                                      bias=options.bias, dropout=options.dropout)
 
 
 def map_embedding(num_embeddings, dim, padding_idx):
@@ -61,7 +49,8 @@ class DefineEmbedding(nn.Module):
     """
 
     def __init__(self, options: DefineOptions, num_embeddings, padding_idx, out_dim, map_layer=None, map_scale=1.0):
-        """``options``: the model's DeFINE settings (:meth:`DefineOptions.from_config`);
+        """``options``: the model's DeFINE settings, resolved once per model
+        (:meth:`DefineOptions.from_config`);
         ``map_layer``: a map built by the model (e.g. the Transformer-XL's projected
         adaptive input, whose d_model-dim output the unit reads); ``map_scale`` multiplies
         its output."""
@@ -71,26 +60,13 @@ class DefineEmbedding(nn.Module):
         self.schedule = unit_schedule(options, out_dim, n)
         self.padding_idx = padding_idx
         self.num_embeddings = num_embeddings
-        self.map_kind = "model" if map_layer is not None else options.map
+        self.map_kind = "model" if map_layer is not None else "standard"
         if map_layer is not None:
             self.map = map_layer
             self.map_scale = map_scale
-        elif self.map_kind == "adaptive":
-            cutoff = list(options.adaptive_cutoff)
-            if cutoff[-1] > num_embeddings:
-                raise DefineConfigError(
-                    f"--define-adaptive-cutoff {','.join(map(str, cutoff))} exceeds the "
-                    f"vocabulary size {num_embeddings}; use cutoffs below {num_embeddings}"
-                )
-            self.map = AdaptiveInput(
-                num_embeddings, padding_idx, n, options.adaptive_factor, n, cutoff, 0, 8
-            )
-            self.map_scale = 1.0
         else:
             self.map = map_embedding(num_embeddings, n, padding_idx)
             self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
-        if self.style == "authors" and isinstance(self.map, AdaptiveInput):
-            self.map_scale = 1.0  # each band is scaled by sqrt(its width) instead
         self.map_dropout = FairseqDropout(options.map_dropout, module_name="DefineMapDropout")
         self.embedding_dim = self.schedule.out_dim
         # the unique-token path changes nothing only if no dropout acts inside the embedding
@@ -128,19 +104,13 @@ class DefineEmbedding(nn.Module):
     def weight(self):
         """The n-dim map table (standard map), for output-layer tying."""
         if self.map_kind != "standard":
-            raise AttributeError("an adaptive map has no single table; tie through .map")
+            raise AttributeError("a map built by the model (e.g. an adaptive input) has no single table; tie through .map")
         return self.map.weight
 
     def map_tokens(self, tokens):
-        if self.style == "authors":
-            if isinstance(self.map, AdaptiveInput):
-                e = band_scaled_forward(self.map, tokens)  # [B, T, n]
-            else:
-                e = self.map(tokens) * self.map_scale
-            if e.dim() == 3:  # their map dropout: one mask per sequence
-                return locked_dropout(e, self.map_dropout.p, self.training)
-            return self.map_dropout(e)
-        return self.map_dropout(self.map(tokens) * self.map_scale)  # [B, T, n]
+        """The unit's input e [*, n] for ``tokens`` [*]: the map, scaled and dropped out as the
+        style reads it."""
+        return STYLES[self.style].read_map(self, tokens)
 
     def forward(self, tokens):
         if self.cached_table is not None:

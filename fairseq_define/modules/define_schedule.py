@@ -30,8 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
-from .define_config import DefineConfigError, check_positive
+from .define_config import DefineConfigError, check_positive, check_unit_sizes
 
 # transform -> (group schedule, skip connection to the input, feature shuffle)
 _TRANSFORMS = {
@@ -118,12 +117,7 @@ def build_schedule(
                 "--define-no-reduce; drop that flag or pick another transform"
             )
         return DefineSchedule(transform, n, m, None, False, [], [], [], n, 1)
-    check_positive("define_expand_dim (k)", "--define-expand-dim", k)
-    check_positive("define_depth (N)", "--define-depth", N)
-    check_size("define_depth (N)", "--define-depth", N, MAX_DEFINE_DEPTH)
-    for name, flag, value in (("define_map_dim (n)", "--define-map-dim", n), ("define_expand_dim (k)", "--define-expand-dim", k),
-                              ("define_out_dim (m)", "--define-out-dim", m)):
-        check_size(name, flag, value, MAX_DEFINE_WIDTH)
+    check_unit_sizes(n, k, N, m)
     if k < n:
         raise DefineConfigError(
             f"define_expand_dim (k)={k} is smaller than define_map_dim (n)={n}: Expand must "

@@ -27,7 +27,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .define_config import DefineConfigError, check_positive
+from .define_config import DefineConfigError, check_positive, check_unit_sizes
 
 # smallest group their code aims for: g_max = 2^ceil(log2(m // 32))
 MIN_FEATURES_PER_GROUP = 32
@@ -45,7 +45,6 @@ class AuthorsSchedule:
     layer_out: List[int]
     layer_groups: List[int]
     transform: str = "define"
-    style: str = "authors"
     skip: str = "mix"
 
     @property
@@ -84,10 +83,7 @@ def build_authors_schedule(
     map_dim: int, expand_dim: int, depth: int, out_dim: int, max_groups: Optional[int] = None
 ) -> AuthorsSchedule:
     n, k, N, m = map_dim, expand_dim, depth, out_dim
-    check_positive("define_map_dim (n)", "--define-map-dim", n)
-    check_positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
-    check_positive("define_expand_dim (k)", "--define-expand-dim", k)
-    check_positive("define_depth (N)", "--define-depth", N)
+    check_unit_sizes(n, k, N, m)  # the bounds of the paper style's too
     if N < 2:
         raise DefineConfigError(
             f"define_depth (N)={N}: the authors' unit needs at least 2 layers; set "
