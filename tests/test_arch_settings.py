@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
+from fairseq_define.tools.paper_tables import TABLES
+
 PINNED = json.loads((Path(__file__).parent / "arch_settings.json").read_text(encoding="utf-8"))
 
 
@@ -26,3 +28,13 @@ def test_an_architecture_resolves_to_its_pinned_settings(arch):
     args = Namespace()
     ARCH_CONFIG_REGISTRY[arch](args)
     assert json.loads(json.dumps(vars(args), default=repr)) == PINNED[arch]
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
+def test_a_paper_row_holds_the_settings_its_architecture_fills(table):
+    """paper_tables.py is the home of a row's settings: a row of an architecture this plugin
+    registers names them (those of fairseq's own have none), and they are what it resolves to."""
+    for row in table.rows:
+        assert (row.settings is not None) == (row.arch in PINNED), row.id
+        for key, value in (row.settings or {}).items():
+            assert PINNED[row.arch][key] == value, (row.id, key)
