@@ -16,7 +16,7 @@ from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
 from fairseq_define.tools.paper_tables import TABLES
 
-from .conftest import define_options, run_cli
+from .helpers import define_options, run_cli
 
 # -- real-looking fairseq-train logs ------------------------------------------------------
 
