@@ -198,17 +198,6 @@ WIKI103_ARCHITECTURES = {
     "define_transformer_lm_wiki103_projective_n64": _wiki103(64, "projective"),
 }
 ARCHITECTURES = {
-    "define_transformer_lm_wiki103": _wiki103(128, "define"),  # n of the Table 2 row that Table 5 compresses
-    "define_transformer_lm_wiki103_n384": _wiki103(384, "define"),
-    "define_transformer_lm_wiki103_n256": _wiki103(256, "define"),
-    "define_transformer_lm_wiki103_n128": _wiki103(128, "define"),
-    "define_transformer_lm_wiki103_n64": _wiki103(64, "define"),
-    "define_transformer_lm_wiki103_projective_n384": _wiki103(384, "projective"),
-    "define_transformer_lm_wiki103_projective_n256": _wiki103(256, "projective"),
-    "define_transformer_lm_wiki103_projective_n128": _wiki103(128, "projective"),
-    "define_transformer_lm_wiki103_projective_n64": _wiki103(64, "projective"),
-}
-ARCHITECTURES = {
     "define_transformer_lm_small": (
         "For WikiText-2 on a CPU: 4 layers, d=256 (4 heads), inner 1024, adaptive input n=128 (cutoffs "
         "4000,20000, factor 4), DeFINE N=3, k=1024, adaptive softmax tied at n",
