@@ -126,7 +126,16 @@ def binarize_ptb_slice(d, train_lines, valid_lines):
 # -- tiny models built in process, and checks several test files make --------------------
 
 
+def dictionary(vocab=60):
+    """A fairseq Dictionary of ``vocab`` entries, the special symbols included."""
+    d = Dictionary()
+    for i in range(vocab - len(d)):
+        d.add_symbol(f"w{i}")
+    return d
+
+
 def tiny_lstm(vocab=60, **overrides):
+    """An LSTM language model with a DeFINE unit (2 layers of 12, n=8, k=32, N=3), in eval mode."""
     cfg = LSTMLMConfig(lstm_layers=2, lstm_hidden_dim=12, define_map_dim=8, define_expand_dim=32,
                        define_depth=3, define_max_groups=4)
     for k, v in overrides.items():
@@ -135,23 +144,16 @@ def tiny_lstm(vocab=60, **overrides):
     return model.eval()
 
 
-def dictionary(vocab=60):
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
-    return d
-
-
 def tiny_model(vocab=50, **overrides):
+    """A Transformer-XL (2 layers, d=16, n=8, memory 6, segments of 4) with random non-zero
+    biases, in eval mode."""
     cfg = TransformerXLConfig(
         decoder_layers=2, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
         decoder_ffn_embed_dim=32, define_map_dim=8, dropout=0.0, mem_len=6, tgt_len=4,
     )
     for k, v in overrides.items():
         setattr(cfg, k, v)
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
+    d = dictionary(vocab)
     model = TransformerXLLanguageModel.build_model(cfg, Namespace(target_dictionary=d))
     with torch.no_grad():  # non-zero biases, so that a wrong tie or bias shows
         for name, p in model.named_parameters():
@@ -162,9 +164,7 @@ def tiny_model(vocab=50, **overrides):
 
 def tiny_lm(vocab=40, arch="define_transformer_lm_tiny", **settings):
     """The tiny architecture, built as fairseq-train builds it (the arch fills what is unset)."""
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
+    d = dictionary(vocab)
     args = Namespace(arch=arch, dropout=0.0, tokens_per_sample=64, **settings)
     ARCH_CONFIG_REGISTRY[arch](args)
     model = DefineTransformerLanguageModel.build_model(args, Namespace(source_dictionary=d, target_dictionary=d))
