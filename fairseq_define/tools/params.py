@@ -44,6 +44,7 @@ from .paper_tables import (
     TABLE_6,
     TABLE_7,
     TABLE_8,
+    TXL_D384,
     TXL_WT103,
     params_split,
 )
@@ -283,10 +284,12 @@ def table_2() -> None:
         for unit in define_units(model):
             print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection), {style} style: "
                   f"{unit.schedule.describe()}")
+    N, k, m = define_row.settings["define_depth"], define_row.settings["define_expand_dim"], TXL_D384["decoder_embed_dim"]
+    paper, reduce = define_row.paper["define"], (k + m) * m / 1e6  # Reduce [k; m] -> m, weights alone
     print(
-        f"{_columns_reproduced(columns)}. The paper's {define_row.paper['define']:.2f}M "
-        "DeFINE unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
-        "1.72M parameters, which leaves 0.2M for three Expand layers reaching width 4096."
+        f"{_columns_reproduced(columns)}. The paper's {paper:.2f}M DeFINE unit (N={N}, k={k}, m={m}) cannot be "
+        f"rebuilt: its Reduce alone, [k; {m}] -> {m}, has {reduce:.2f}M parameters, which leaves {paper - reduce:.1f}M "
+        f"for {N} Expand layers reaching width {k}."
     )
 
 
