@@ -13,7 +13,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
-from .helpers import CORPUS_SKIP, DATA_ROOT, TEST_DATA, USER_DIR, head, made_once, run_cli  # noqa: E402
+from .helpers import CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, USER_DIR, head, made_once, run_cli  # noqa: E402
 
 
 # Tests that start fairseq's command-line tools or a recipe are marked ``cli`` (pytest.ini):
