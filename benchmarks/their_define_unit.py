@@ -5,7 +5,7 @@
 Written here from reading that code, not copied from it, and not part of the package: the
 package's ``--define-style authors`` unit (fairseq_define/modules/define_unit_authors.py) has
 the same layers and the same outputs (``TheirDefineEmbedding.from_ours`` copies its weights;
-the benchmark and tests/test_bench_reference.py check the outputs agree). What is kept from
+the benchmark and tests/test_benchmarks.py check the outputs agree). What is kept from
 their code is the order of the work, which is what the benchmark times:
 
 - every token runs through the map and the unit (no unique-token path);

@@ -111,6 +111,8 @@ shared_option() {
 
 recipe_usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  echo "The paper's numbers (fairseq_define/tools/paper_tables.py):"
+  fairseq-define-results paper --table "$TABLE" | sed 's/^/  /'
   cat <<EOF
 Options:
   --small            the same pipeline on slices of real corpora with tiny models on a CPU

@@ -7,8 +7,7 @@
 #   Hardware:  full: one GPU per row (R1: two in the paper), 20 epochs of 140 x 60 tokens,
 #              about 1-2 days a row on a V100-class GPU. Small: 2 CPU cores, 300 updates a row
 #              on the first 6,000 lines of WikiText-2 (--data-root), 2-layer LSTM of 256.
-#   Paper:     test perplexity R1 44.12 (92.17M), R2 44.87 (32.61M), R3 41.17 (33.02M),
-#              R4 38.01 (40.46M), R5 35.94 (48.69M).
+#   Paper:     fairseq-define-results paper --table 1a (also printed by --help).
 #   Expected:  full: within about a point of the paper for R2-R5 (our DeFINE unit's count
 #              differs: fairseq-define-params --paper-table 1a). Small: perplexities in the
 #              hundreds; only the pipeline and the parameter columns are meaningful.

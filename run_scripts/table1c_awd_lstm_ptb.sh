@@ -7,7 +7,7 @@
 #   Hardware:  full: one GPU, AWD-LSTM's recipe (NT-ASGD at lr 30, BPTT 70, batch 20, 500
 #              epochs), about a day. Small: 2 CPU cores, 300 Adam updates a row of 20 x 35
 #              tokens, 2 LSTM layers of 256, evaluated on the first 600 lines of valid/test.
-#   Paper:     AWD-LSTM 61.2 / 58.8 (24M), AWD-LSTM + DeFINE 56.5 / 54.2 (20M), val / test ppl.
+#   Paper:     fairseq-define-results paper --table 1c (also printed by --help).
 #   Expected:  full: AWD-LSTM near 60 / 58. With DeFINE, NT-ASGD's lr 30 needs the unit's
 #              gradient scale (--define-unit-grad-scale, default 0.01; docs/stability.md),
 #              without which the unit collapses. Small: pipeline check.

@@ -8,9 +8,7 @@
 #   Hardware:  full: 4 GPUs per row (batch 60 split across them), 200K updates, about 2-3 days
 #              a row on V100-class GPUs. Small: 2 CPU cores, 300 updates a row of 16 x 32
 #              tokens on WikiText-2's first 6,000 lines, 2 layers of d=64.
-#   Paper:     test perplexity standard n=384 27.06 (139.33M); DeFINE n=384 24.17; projective /
-#              DeFINE n=256 28.09 / 25.72, n=128 29.16 / 26.33, n=64 33.74 / 29.10;
-#              standard d=410 (inner 2100) 24.03 (151.11M).
+#   Paper:     fairseq-define-results paper --table 2 (also printed by --help).
 #   Expected:  full: DeFINE a few points better than projective at every n (our unit has more
 #              parameters than the paper's 1.92M: fairseq-define-params --paper-table 2).
 #              Small: pipeline check; evaluation with memory (tgt 32, mem 96, same length).

@@ -12,8 +12,7 @@
 #              the first 1,000 lines of newstest2013 and tested on all 3,003 lines of
 #              newstest2014 (output length capped at 1.2 x source + 10: an undertrained
 #              model otherwise repeats itself to 200 tokens).
-#   Paper:     BLEU newstest2014 / newstest2017: Transformer 25.01 / 25.81 (92M), Transformer
-#              + DeFINE 27.01 / 28.25 (68M); without checkpoint averaging.
+#   Paper:     fairseq-define-results paper --table 3 (also printed by --help).
 #   Expected:  full: DeFINE on par with or above the baseline with fewer parameters
 #              (sacreBLEU is detokenized and about a point below tokenized BLEU). Both rows are
 #              built as the paper's: a table (DeFINE map and unit) per side and an untied

@@ -10,8 +10,7 @@
 #                                                                 first if they are missing)
 #   Hardware:  full: one GPU, 10-30 minutes of code learning per model plus evaluation.
 #              Small: 2 CPU cores.
-#   Paper:     test perplexity standard n=384 27.06 -> 27.36 (411 -> 21 MB), projective n=128
-#              29.16 -> 29.82 (127 -> 21 MB), DeFINE n=128 26.33 -> 26.03 (127 -> 21 MB).
+#   Paper:     fairseq-define-results paper --table 5 (also printed by --help).
 #   Expected:  full: sizes 15-20x smaller, perplexity within a point. Small: sizes as expected;
 #              undertrained tables compress badly (docs/inference.md, "Compression"), so the small
 #              perplexities after compression are much worse: a pipeline check.

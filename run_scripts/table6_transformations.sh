@@ -6,8 +6,7 @@
 #              bash run_scripts/table6_transformations.sh --small   (CPU check, ~7 minutes)
 #   Hardware:  full: one GPU per row, 20 epochs each (Table 1a's settings), 1-2 days a row.
 #              Small: 2 CPU cores, 300 updates a row on WikiText-2's first 6,000 lines.
-#   Paper:     test perplexity Linear 41.19 (42.86M), GLT 45.63 (39.69M), GLT + Shuffle 45.25
-#              (39.69M), HGT 40.92 (40.73M), DeFINE w/o mixer 38.91 (40.89M), DeFINE 38.01 (40.89M).
+#   Paper:     fairseq-define-results paper --table 6 (also printed by --help).
 #   Expected:  full: the paper's ordering (DeFINE < DeFINE w/o mixer < HGT ~ Linear < GLT).
 #              Small: perplexities in the hundreds, a pipeline check; the parameter column
 #              shows GLT's saving (our unit's schedule makes DeFINE larger than Linear here).

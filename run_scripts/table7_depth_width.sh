@@ -6,8 +6,7 @@
 #              bash run_scripts/table7_depth_width.sh --small   (CPU check, ~12 minutes)
 #   Hardware:  full: one GPU per row, nine rows of 20 epochs (Table 1a's settings).
 #              Small: 2 CPU cores, 300 updates a row on WikiText-2's first 6,000 lines.
-#   Paper:     test perplexity N=3: 41.17 / 41.25 / 41.37; N=7: 38.01 / 37.81 / 37.84;
-#              N=11: 35.94 / 35.98 / 35.92 (k = 1024 / 1536 / 2048).
+#   Paper:     fairseq-define-results paper --table 7 (also printed by --help).
 #   Expected:  full: deeper is better, wider is not. Small: only the pipeline and the
 #              parameter columns are meaningful.
 #   Output:    WORKDIR/results.md, WORKDIR/valid_curves.png, WORKDIR/<row>/.

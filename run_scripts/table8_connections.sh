@@ -7,8 +7,7 @@
 #              bash run_scripts/table8_connections.sh --small   (CPU check, ~4 minutes)
 #   Hardware:  full: one GPU per row, 20 epochs each (Table 1a's settings).
 #              Small: 2 CPU cores, 300 updates a row on WikiText-2's first 6,000 lines.
-#   Paper:     test perplexity: + residual 40.03 (41.63M), DeFINE 38.01 (40.89M),
-#              MER - Reduce 38.34 (43.91M).
+#   Paper:     fairseq-define-results paper --table 8 (also printed by --help).
 #   Expected:  full: DeFINE best, without Reduce close but larger. Small: pipeline check.
 #   Output:    WORKDIR/results.md, WORKDIR/valid_curves.png, WORKDIR/<row>/.
 set -euo pipefail

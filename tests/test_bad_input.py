@@ -1,7 +1,6 @@
 """Bad input: one clear message naming the problem and the fix, a non-zero exit, no
 traceback, and no existing file changed."""
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -9,26 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, ROOT, TINY, USER_DIR, run_cli
+from .helpers import BIN, ROOT, TINY, USER_DIR, assert_user_error, head, ptb_style, run_cli, snapshot
 
-
-def snapshot(*dirs):
-    files = {}
-    for d in dirs:
-        for p in sorted(Path(d).rglob("*")):
-            if p.is_file():
-                files[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return files
-
-
-def assert_user_error(proc, prog, *expected):
-    out = proc.stdout + (proc.stderr or "")
-    assert proc.returncode != 0, out[-2000:]
-    assert "Traceback" not in out, out[-4000:]
-    errors = [l for l in out.splitlines() if l.startswith(f"{prog}: error:")]
-    assert errors, out[-2000:]
-    for text in expected:
-        assert text in errors[-1], errors[-1]
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
 def train(wmt_bin, tmp_path, *flags):
@@ -300,7 +282,6 @@ def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, rese
 
 
 def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):
-    from .conftest import head
 
     news = shared_data / "wmt_news"
     head(news / "train.en", tmp_path / "train.en", 0, 200)
@@ -468,7 +449,6 @@ def test_translation_checkpoint_in_eval_lm(bin_copy, trained):
 
 
 def test_language_model_data_in_generate(trained, tmp_path):
-    from .conftest import head, ptb_style
 
     head(ptb_style("valid"), tmp_path / "valid.txt", 0, 50)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",

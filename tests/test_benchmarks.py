@@ -11,7 +11,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding
 
-from .conftest import ROOT, define_options, run_cli
+from .helpers import ROOT, define_options, run_cli
 
 
 def load_reference():

@@ -9,7 +9,9 @@ from fairseq.checkpoint_utils import safe_torch_load
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
 from fairseq_define.modules.define_config import DefineConfigError
 
-from .conftest import USER_DIR, define_options, model_map, run_cli
+from .helpers import USER_DIR, define_options, model_map, run_cli, subprocess_run_interactive
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
 TOKENS = torch.tensor([[5, 9, 5, 1], [9, 9, 30, 5]])
@@ -90,7 +92,6 @@ def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained,
 
 
 def test_cached_checkpoint_translates_the_same_in_interactive(wmt_bin, trained, cached_nmt):
-    from .test_cli_end_to_end import subprocess_run_interactive
 
     cached, _ = cached_nmt
     lines = "".join(wmt_bin.joinpath("test.bpe.en").read_text(encoding="utf-8").splitlines(True)[:5])

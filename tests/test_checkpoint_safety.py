@@ -10,7 +10,9 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import CheckpointLoadError, load_checkpoint_to_cpu, safe_torch_load
 
-from .conftest import USER_DIR, run_cli
+from .helpers import BIN, TINY, USER_DIR, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
 class RunsCode:
@@ -53,7 +55,6 @@ def test_a_checkpoint_that_would_run_code_is_refused(trained, tmp_path):
 
 
 def test_resume_refuses_a_crafted_checkpoint_last(wmt_bin, trained, tmp_path):
-    from .conftest import TINY
 
     save = tmp_path / "ck"
     save.mkdir()
@@ -226,7 +227,6 @@ def _run_tool_on(tool, ckpt, wmt_bin, tmp_path):
     if tool == "fairseq-interactive":
         import subprocess
 
-        from .conftest import BIN
 
         return subprocess.run([str(BIN / tool), str(bin_dir), "--user-dir", USER_DIR, "--path", str(ckpt),
                                "--source-lang", "en", "--target-lang", "de", "--cpu"],

@@ -6,7 +6,9 @@ import shutil
 
 import pytest
 
-from .conftest import TINY, USER_DIR, head, ptb_style, run_cli
+from .helpers import TINY, USER_DIR, head, ptb_style, run_cli, subprocess_run_interactive
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
 def test_generate_and_score(wmt_bin, trained):
@@ -50,22 +52,6 @@ def test_interactive_and_validate(wmt_bin, trained):
     val = run_cli("fairseq-validate", wmt_bin / "bin", "--user-dir", USER_DIR, "--task", "translation",
                   "--path", trained / "checkpoint_last.pt", "--valid-subset", "valid", "--cpu", "--max-tokens", "2000")
     assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", val.stdout)
-
-
-def subprocess_run_interactive(wmt_bin, ckpt, text):
-    """fairseq-interactive on ``ckpt`` (a checkpoint file, or a folder holding checkpoint_last.pt)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    exe = Path(sys.executable).parent / "fairseq-interactive"
-    path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
-    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(path),
-                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "20"],
-                          input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
 
 
 def test_resume_from_checkpoint(wmt_bin, trained, tmp_path):

@@ -17,8 +17,7 @@ from fairseq_define.modules.compositional_codes import (
     restore_compressed_embeddings,
 )
 
-from .test_lstm_lm import tiny_lstm
-from .test_transformer_xl import tiny_model as tiny_txl
+from .helpers import ptb_style, tiny_lstm, tiny_model as tiny_txl
 
 
 def test_lookup_and_weight_decode_the_sum_of_one_vector_per_codebook():
@@ -50,7 +49,6 @@ def ptb_word_vectors():
     3,000 training lines)."""
     from collections import Counter
 
-    from .conftest import ptb_style
 
     lines = ptb_style("train").read_text(encoding="utf-8").split("\n")
     words = [w for line in lines for w in line.split()]

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from .conftest import BIN, ROOT, corpora
+from .helpers import BIN, ROOT, corpora
 
 CORPORA = ROOT / "run_scripts" / "corpora.py"
 

@@ -12,7 +12,9 @@ import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
 
-from .conftest import BIN, TINY, USER_DIR, binarize_ptb_slice, run_cli
+from .helpers import BIN, TINY, USER_DIR, binarize_ptb_slice, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 HERE = Path(__file__).parent
 

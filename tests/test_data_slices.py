@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, TEST_DATA
+from .helpers import ROOT, TEST_DATA
 
 SCRIPT = ROOT / "scripts" / "make_test_slices.py"
 

@@ -25,7 +25,7 @@ from fairseq_define.modules import (
 from fairseq_define.modules.define_config import DEFAULT_DEFINE_STYLE
 from fairseq_define.tools import params
 
-from .conftest import USER_DIR, define_cfg, define_options, model_map, run_cli
+from .helpers import USER_DIR, define_cfg, define_options, model_map, run_cli
 
 # (n, k, N, m): the NMT unit (Table 3) and Table 1a R3 / R4 / R5
 PAPER_SHAPES = {"nmt": (128, 1024, 3, 512), "r3": (256, 1024, 3, 256), "r4": (384, 1024, 7, 384),

@@ -10,7 +10,7 @@ from fairseq_define.models.lstm_lm import LSTMLMConfig
 from fairseq_define.modules import DefineConfig, DefineOptions
 from fairseq_define.modules.define_config import REMOVED_SETTINGS
 
-from .conftest import define_cfg
+from .helpers import define_cfg
 
 
 def test_a_config_without_the_define_fields_takes_define_configs_defaults():

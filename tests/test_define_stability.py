@@ -17,7 +17,7 @@ from fairseq_define.modules.group_linear import GroupLinear
 from fairseq_define.modules.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
-from .conftest import define_options, ptb_style
+from .helpers import define_options, ptb_style
 
 TOP = 100  # the most frequent words, whose outputs are compared
 COLLAPSED = 0.9  # mean pairwise cosine; the unit reaches 0.98-0.99 without the scale

@@ -17,19 +17,7 @@ from fairseq_define.modules.define_config import DefineConfigError
 from fairseq_define.param_report import parameter_distribution
 from fairseq_define.tools.paper_tables import TABLE_2_MAP_DIMS
 
-ADAPTIVE = dict(adaptive_input=True, adaptive_input_cutoff="10,20", adaptive_input_factor=2)
-
-
-def tiny_lm(vocab=40, arch="define_transformer_lm_tiny", **settings):
-    """The tiny architecture, built as fairseq-train builds it (the arch fills what is unset)."""
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
-    args = Namespace(arch=arch, dropout=0.0, tokens_per_sample=64, **settings)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    model = DefineTransformerLanguageModel.build_model(args, Namespace(source_dictionary=d, target_dictionary=d))
-    return model.eval()
-
+from .helpers import ADAPTIVE, tiny_lm
 
 @pytest.mark.parametrize("transform", ["define", "projective"])
 @pytest.mark.parametrize("style", ["paper", "authors"])

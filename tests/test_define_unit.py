@@ -5,7 +5,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, split_and_mix
 
-from .conftest import define_options, model_map
+from .helpers import define_options, model_map
 
 TRANSFORMS = ["projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 

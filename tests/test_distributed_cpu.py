@@ -3,23 +3,12 @@
 with --update-freq 2, and resume; fairseq's own transformer trains the same way."""
 
 import re
-import socket
 
 import pytest
-import torch
-from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, run_cli
+from .helpers import BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, assert_same_model, free_port, losses, run_cli
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def losses(output):
-    return {int(u): float(l) for l, u in re.findall(r"train_inner \| .*? loss=([0-9.]+),.*?num_updates=(\d+)", output)}
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
 def common(wmt_bin, save_dir, updates):
@@ -40,13 +29,6 @@ def two_processes(wmt_bin, save_dir, updates, *extra):
 
 def one_process(wmt_bin, save_dir, updates, *extra):
     return run_cli("fairseq-train", *common(wmt_bin, save_dir, updates), *extra, "--update-freq", "2")
-
-
-def assert_same_model(a, b):
-    ma, mb = safe_torch_load(str(a / "checkpoint_last.pt"))["model"], safe_torch_load(str(b / "checkpoint_last.pt"))["model"]
-    for k in ma:
-        if not k.endswith("_float_tensor"):
-            torch.testing.assert_close(ma[k], mb[k], atol=1e-4, rtol=1e-4, msg=k)
 
 
 def test_two_processes_equal_one_process_with_update_freq_2_and_resume(wmt_bin, tmp_path):

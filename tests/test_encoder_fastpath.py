@@ -16,7 +16,7 @@ from fairseq.models import build_model
 from fairseq_define.param_report import parameter_distribution
 from fairseq_define.tools.params import VocabularyOnlyTask, build_arch, dictionary_of_size
 
-from .conftest import TINY_STOCK_TRANSFORMER, run_cli
+from .helpers import TINY_STOCK_TRANSFORMER, run_cli
 
 # the copies fairseq 0.12.2 registered on every encoder layer (and saved in checkpoints)
 COPIES = ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",

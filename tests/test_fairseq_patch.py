@@ -8,7 +8,7 @@ import pytest
 
 import fairseq_define_patch as fp
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 
 def test_installed_fairseq_is_patched():

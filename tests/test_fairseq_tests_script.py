@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 pytestmark = pytest.mark.cli  # a pytest run in a subprocess each: out of make test-fast
 

@@ -8,7 +8,7 @@ import torch
 
 from fairseq_define.modules import DefineUnit, build_schedule
 
-from .conftest import TINY, USER_DIR, run_cli
+from .helpers import TINY, USER_DIR, run_cli
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -20,7 +20,7 @@ from fairseq.checkpoint_utils import CheckpointLoadError, safe_torch_load
 
 from fairseq_define.tools import trust_checkpoint
 
-from .conftest import BIN
+from .helpers import BIN, ROOT
 
 
 def zip_checkpoint(path, data_pkl, deflate=False, payload=None):
@@ -477,7 +477,6 @@ def test_script_downloads_write_through_a_fresh_file(tmp_path):
 
     if not shutil.which("curl"):
         pytest.skip("curl is not installed")
-    from .conftest import ROOT
 
     (tmp_path / "src.txt").write_text("downloaded\n")
     victim = tmp_path / "victim"

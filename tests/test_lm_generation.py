@@ -17,10 +17,7 @@ import torch
 from fairseq import search
 from fairseq.sequence_generator import SequenceGenerator
 
-from .conftest import USER_DIR, binarize_ptb_slice, run_cli
-from .test_define_transformer_lm import ADAPTIVE, tiny_lm
-from .test_lstm_lm import tiny_lstm
-from .test_transformer_xl import tiny_model
+from .helpers import ADAPTIVE, USER_DIR, binarize_ptb_slice, run_cli, tiny_lm, tiny_lstm, tiny_model
 
 
 def sharpened(model):
@@ -56,20 +53,6 @@ def full_scores(model, tokens):
     with torch.no_grad():
         lp = model.get_normalized_probs(model(src), log_probs=True)[0]  # [L, V]
     return lp.gather(-1, tokens[:, None]).squeeze(-1)
-
-
-def target_scores(model, tokens):
-    """log p(tokens[i] | eos, tokens[:i]) for every i, one token at a time through the
-    incremental state (the path generation takes, not the one-pass forward the hub's scorer
-    runs), each scored by the adaptive softmax's ``target_log_prob`` (the training
-    criterion's path) instead of the full distribution: [L]."""
-    eos = model.decoder.dictionary.eos()
-    src = torch.cat([torch.tensor([eos]), tokens[:-1]])[None]  # [1, L]
-    state = {}
-    with torch.no_grad():
-        features = torch.cat([model.decoder(src[:, :t + 1], incremental_state=state)[0][0, -1:]
-                              for t in range(src.size(1))])  # [L, d]
-        return model.decoder.adaptive_softmax.target_log_prob(features, tokens)
 
 
 def greedy(model, prefix, max_len):

@@ -16,7 +16,9 @@ from fairseq.data import Dictionary
 from fairseq_define.models.define_lm import StreamStateDecoder
 from fairseq_define.tasks.contiguous_lm import ContiguousStreamDataset, StreamBatchIterator, training_rows
 
-from .conftest import USER_DIR, binarize_ptb_slice, run_cli
+from .helpers import USER_DIR, binarize_ptb_slice, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 # 79 lines of the PTB-format slice: 2,037 tokens, 4 streams of 26 segments of 20 tokens per epoch
 K, N = 32, 40  # the stop (epoch 2, segment 6) and the end

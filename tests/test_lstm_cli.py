@@ -8,7 +8,9 @@ import re
 import pytest
 import torch
 
-from .conftest import USER_DIR, head, ptb_style, run_cli
+from .helpers import USER_DIR, head, ptb_style, run_cli, target_scores
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 LSTM = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_lstm_tiny",
         "--tokens-per-sample", "20", "--cpu", "--no-epoch-checkpoints", "--log-format", "simple",
@@ -133,7 +135,6 @@ def test_hub_samples_and_scores(ptb_bin, awd_trained):
     # each word's log-probability given the ones before, recomputed one token at a time
     # (incremental state, not the scorer's one forward pass) and scored by the adaptive
     # softmax's target path (the training criterion's), not the full distribution
-    from .test_lm_generation import target_scores
 
     words = lm.encode("the company said it expects")[:-1]  # without the trailing eos
     torch.testing.assert_close(scored["positional_scores"], target_scores(lm.models[0], words), atol=1e-5, rtol=1e-5)

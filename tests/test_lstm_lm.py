@@ -11,29 +11,14 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
-from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from fairseq_define.modules.define_embedding import cache_define_tables
 from fairseq_define.optim.nt_asgd import AveragedSGD
 from fairseq_define.tools.params import LSTM_TABLES, TABLE1A_ROWS, build_arch, parameter_distribution
 
+from .helpers import dictionary, ptb_style, tiny_lstm
+
 TRANSFORMS = ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
-
-
-def dictionary(vocab=60):
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
-    return d
-
-
-def tiny_lstm(vocab=60, **overrides):
-    cfg = LSTMLMConfig(lstm_layers=2, lstm_hidden_dim=12, define_map_dim=8, define_expand_dim=32,
-                       define_depth=3, define_max_groups=4)
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    model = LSTMLanguageModel.build_model(cfg, Namespace(target_dictionary=dictionary(vocab)))
-    return model.eval()
 
 
 def lstm_params(i, h):
@@ -293,7 +278,6 @@ def test_named_architectures_train_a_step_on_ptb(arch):
     dictionary (WikiText-103's cutoffs replaced by ones that fit 10K words), one step."""
     from fairseq import options
 
-    from .conftest import ptb_style
 
     d = Dictionary()
     lines = ptb_style("train").read_text(encoding="utf-8").splitlines()[:1000]  # 3,000 words

@@ -7,7 +7,7 @@ import torch
 
 from fairseq_define.modules import DefineUnit, build_schedule
 
-from .test_transformer_xl import tiny_model
+from .helpers import tiny_model
 
 
 def relative_error(a, b):

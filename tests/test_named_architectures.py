@@ -1,5 +1,6 @@
 """Named architectures (``--arch``) of the four models: every name is written out in the
-source (greppable), and an architecture fills only the settings left unset."""
+source (greppable: models/*.py, or tools/paper_tables.py for a paper table's row), and an
+architecture fills only the settings left unset."""
 
 from argparse import Namespace
 from pathlib import Path
@@ -10,7 +11,8 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY
 import fairseq_define.models  # registers the architectures
 
 MODELS = ("define_transformer", "define_lstm_lm", "define_transformer_xl", "define_transformer_lm")
-SOURCE = "\n".join(p.read_text() for p in (Path(fairseq_define.models.__file__).parent).glob("*.py"))
+PACKAGE = Path(fairseq_define.models.__file__).parents[1]
+SOURCE = "\n".join(p.read_text() for p in [*(PACKAGE / "models").glob("*.py"), PACKAGE / "tools" / "paper_tables.py"])
 ARCHS = sorted(a for m in MODELS for a in ARCH_MODEL_INV_REGISTRY[m])
 
 

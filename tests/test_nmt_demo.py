@@ -9,7 +9,9 @@ import subprocess
 
 import pytest
 
-from .conftest import BIN, ROOT
+from .helpers import BIN, ROOT
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 DATA = ROOT / "examples" / "data" / "tatoeba_de_en"
 

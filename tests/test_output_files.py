@@ -12,8 +12,7 @@ import torch
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import OutputExistsError, atomic_write, save_checkpoint, write_text
 
-from .conftest import run_cli
-from .test_bad_input import assert_user_error, snapshot
+from .helpers import assert_user_error, run_cli, snapshot
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import TINY, USER_DIR, made_once, run_cli
+from .helpers import TINY, USER_DIR, made_once, run_cli, subprocess_run_interactive
 
 # untied: a table per side and the paper's d-wide output layer; tied_unit: one shared embedding
 FORMS = {"untied": [], "tied_unit": ["--share-all-embeddings"]}
@@ -81,7 +81,6 @@ def test_generate_scores_equal_score_reference_and_the_hub(wmt_bin, run_dir):
 
 
 def test_interactive_translates(wmt_bin, run_dir):
-    from .test_cli_end_to_end import subprocess_run_interactive
 
     _, folder, _ = run_dir
     lines = "".join(wmt_bin.joinpath("test.bpe.en").read_text(encoding="utf-8").splitlines(True)[:3])

@@ -12,23 +12,15 @@ import pytest
 import sacrebleu
 import torch
 
-from .conftest import ROOT, head, run_cli
+from .helpers import ROOT, assert_png, head, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 RUN_SCRIPTS = ROOT / "run_scripts"
 
 
 def recipe(name, *args, check=True):
     return run_cli("bash", RUN_SCRIPTS / name, *args, check=check, timeout=1200)
-
-
-def assert_png(path, min_std=0.02):
-    import matplotlib.image as mpimg
-
-    assert path.is_file(), f"{path} was not written"
-    img = mpimg.imread(str(path))[..., :3]  # [H, W, RGB]
-    assert img.shape[0] >= 200 and img.shape[1] >= 300
-    assert img.std() > min_std, f"{path} looks blank"
-    return img
 
 
 NMT_TRAIN_PAIRS = 3000  # of the proxy corpus's 23,739: tokenizing and learning BPE on all of it took minutes

@@ -4,6 +4,7 @@ appendix B (Figures 4, 7-11)."""
 
 import json
 import os
+import re
 import shutil
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
 from fairseq_define.tools.paper_tables import TABLES
 
-from .conftest import define_options, model_map, run_cli
+from .helpers import define_options, model_map, run_cli
 
 # -- real-looking fairseq-train logs ------------------------------------------------------
 
@@ -146,6 +147,23 @@ def test_rows_lists_every_row_in_five_columns(table_id, small, capsys):
         assert cols[3] == (row.source or "-")
         assert cols[4] == ("1" if row.compressed else "0")
     assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("table_id", list(TABLES))
+def test_paper_prints_every_rows_published_numbers(table_id, capsys):
+    """The recipes' --help shows the paper's numbers through this command: one line per row,
+    its label and each number paper_tables.py holds for it."""
+    code, out, _ = cli(capsys, "paper", "--table", table_id)
+    assert code == 0
+    table = TABLES[table_id]
+    title, *lines = out.splitlines()
+    assert title == f"{table.title}:" and len(lines) == len(table.rows)
+    for line, row in zip(lines, table.rows):
+        label, numbers = line.strip().rsplit(": ", 1)
+        assert label == row.label
+        published = [row.paper[m] for m in table.metrics if row.paper.get(m) is not None]
+        assert [float(x) for x in re.findall(r" ([0-9.]+)(?:,|$)", numbers)] == published, line
+        assert (numbers == "no published number") == (not published)
 
 
 def test_rows_small_differs_from_full_where_the_table_says_so(capsys):

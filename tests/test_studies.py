@@ -11,8 +11,9 @@ import pytest
 
 from fairseq_define.errors import UserError
 
-from .conftest import ROOT, run_cli
-from .test_recipes import assert_png
+from .helpers import ROOT, assert_png, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 STUDIES = ("nmt_multi30k", "lm_ptb", "lm_wikitext2", "lm_transformer_wikitext2")
 

@@ -10,9 +10,9 @@ import re
 import pytest
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .conftest import BIN, USER_DIR, run_cli
-from .test_distributed_cpu import assert_same_model, free_port, losses
-from .test_txl_cli import result, wt2_bin  # noqa: F401  (the WikiText-2 slice fixture)
+from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 COMMON = ["--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "define_transformer_lm_tiny",
           "--tokens-per-sample", "32", "--optimizer", "adam", "--lr", "2e-3", "--cpu", "--no-epoch-checkpoints",

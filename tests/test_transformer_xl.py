@@ -2,13 +2,9 @@
 over the concatenated context, incremental decoding, the adaptive input-output layers and
 the stream layouts of the contiguous_lm task."""
 
-from argparse import Namespace
-
 import pytest
 import torch
 
-from fairseq.data import Dictionary
-from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
 from fairseq_define.modules.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
 from fairseq_define.modules.relative_attention import (
     RelativeMultiheadAttention,
@@ -18,23 +14,7 @@ from fairseq_define.modules.relative_attention import (
 )
 from fairseq_define.tasks.contiguous_lm import evaluation_rows, training_rows
 
-
-def tiny_model(vocab=50, **overrides):
-    cfg = TransformerXLConfig(
-        decoder_layers=2, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
-        decoder_ffn_embed_dim=32, define_map_dim=8, dropout=0.0, mem_len=6, tgt_len=4,
-    )
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    d = Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
-    model = TransformerXLLanguageModel.build_model(cfg, Namespace(target_dictionary=d))
-    with torch.no_grad():  # non-zero biases, so that a wrong tie or bias shows
-        for name, p in model.named_parameters():
-            if "bias" in name:
-                p.normal_(0, 0.1)
-    return model.eval()
+from .helpers import sinusoid, tiny_model
 
 
 @pytest.mark.parametrize("T,M", [(1, 0), (4, 0), (3, 5), (5, 2)])
@@ -60,7 +40,6 @@ def test_relative_attention_matches_naive(M, clamp):
     out = attn(x, pos, u, v, mask, mem if M else None)
 
     # naive: for each query i and key j, the embedding of the distance (M + i) - j
-    from .test_transformer_xl_reference import sinusoid
 
     keys = torch.cat([mem, x], 1)
     q, k, val = attn.qkv(keys).chunk(3, -1)

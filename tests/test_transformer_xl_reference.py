@@ -8,19 +8,10 @@ segments with memory equal one pass over the stream where query p attends to key
 
 and the distance p - q is embedded as sinusoid(min(p - q, clamp_len))."""
 
-import math
-
 import pytest
 import torch
 
-from .test_transformer_xl import tiny_model
-
-
-def sinusoid(distance: int, dim: int) -> torch.Tensor:
-    """[sin(distance * f_0), ..., sin(distance * f_{d/2-1}), cos(... f_0), ...] with
-    f_k = 10000^(-2k/d), element by element."""
-    freqs = [10000 ** (-2 * k / dim) for k in range(dim // 2)]
-    return torch.tensor([math.sin(distance * f) for f in freqs] + [math.cos(distance * f) for f in freqs])
+from .helpers import sinusoid, tiny_model
 
 
 def positions_ref(L: int, dim: int, clamp_len: int) -> torch.Tensor:

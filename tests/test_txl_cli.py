@@ -9,24 +9,14 @@ from argparse import Namespace
 import pytest
 import torch
 
-from .conftest import USER_DIR, head, run_cli
+from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, target_scores
+
+pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 TXL = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_txl_tiny",
        "--define-map-dim", "16", "--adaptive-cutoff", "1000,4000", "--tokens-per-sample", "8",
        "--criterion", "projected_adaptive_loss", "--optimizer", "adam", "--lr", "2e-3",
        "--cpu", "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "10", "--seed", "2"]
-
-
-@pytest.fixture(scope="session")
-def wt2_bin(tmp_path_factory, shared_data):
-    d = tmp_path_factory.mktemp("wt2")
-    wt2 = shared_data / "wikitext-2"
-    head(wt2 / "wiki.train.tokens", d / "train.txt", 0, 1500)
-    head(wt2 / "wiki.valid.tokens", d / "valid.txt", 0, 150)
-    head(wt2 / "wiki.test.tokens", d / "test.txt", 0, 60)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
-    return d / "bin"
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +33,6 @@ def txl_trained(wt2_bin, tmp_path_factory):
 def eval_lm(wt2_bin, ckpt, *extra, check=True):
     return run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
                    "--path", ckpt / "checkpoint_last.pt", "--gen-subset", "valid", *extra, check=check)
-
-
-def result(out):
-    tokens = int(re.search(r"Evaluated ([0-9,]+) tokens", out).group(1).replace(",", ""))
-    loss = float(re.search(r"Loss \(base 2\): ([0-9.]+)", out).group(1))
-    return tokens, loss
 
 
 def test_eval_lm_perplexity_does_not_depend_on_batch_size(wt2_bin, txl_trained):
@@ -100,7 +84,6 @@ def test_hub_samples_and_scores(wt2_bin, txl_trained):
     # each word's log-probability given the ones before, recomputed one token at a time
     # (incremental state, not the scorer's one forward pass) and scored by the adaptive
     # softmax's target path (the training criterion's), not the full distribution
-    from .test_lm_generation import target_scores
 
     words = lm.encode("The game was released in Japan")[:-1]  # without the trailing eos
     torch.testing.assert_close(scored["positional_scores"], target_scores(lm.models[0], words), atol=1e-5, rtol=1e-5)
@@ -198,8 +181,6 @@ def test_stream_evaluation_is_exact_at_any_batch_size(eval_task):
 def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
     """torchrun with 2 gloo processes x 4 streams = one process with 8 streams: the same rows,
     the same losses (memory carried in each process)."""
-    from .conftest import BIN
-    from .test_distributed_cpu import assert_same_model, free_port, losses
 
     common = [wt2_bin, *TXL, "--dropout", "0", "--max-update", "5", "--log-interval", "1",
               "--disable-validation", "--ddp-backend", "legacy_ddp"]

@@ -11,9 +11,9 @@
 #   Expected:  a table of parameters and validation/test perplexity (fairseq-eval-lm, hidden
 #              state carried through the whole split) for define_lstm_small, n=128 -> m=256,
 #              2 LSTM layers of 512; docs/language_models.md lists what it printed here.
-#   Paper:     Table 1c (AWD-LSTM on PTB, 3 x 1150, 1000 epochs on a GPU): AWD-LSTM 61.2 / 58.8,
-#              AWD-LSTM + DeFINE 56.5 / 54.2 (val / test ppl); Table 6 (WikiText-103 LSTM):
-#              HGT 39.79 / 40.92, DeFINE 36.95 / 38.01.
+#   Paper:     Table 1c (AWD-LSTM on PTB, 3 x 1150, 1000 epochs on a GPU) and Table 6
+#              (WikiText-103 LSTM, HGT and DeFINE rows): fairseq-define-results paper --table 1c
+#              (and --table 6) prints the paper's numbers.
 #   Data:      PTB (ptb/ptb.{train,valid,test}.txt) in the data root (--data-root, else
 #              $FAIRSEQ_DEFINE_DATA, else run_scripts/corpora.py's defaults); --download
 #              fetches Mikolov's archive and checks it. Prepared by run_scripts/prepare_lm.sh.

@@ -10,9 +10,9 @@
 #              and 11 for the same-size Transformer (1.63M vs 1.92M parameters), both well above
 #              copying the source (README "Quick start" shows what this printed here); at this
 #              scale the plain Transformer leads, as in docs/studies.md's study 1.
-#   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 vs + DeFINE 28.25 BLEU on
-#              newstest2017, 92M vs 68M parameters. This demo is a pipeline check at toy
-#              scale, not a reproduction (run_scripts/ holds the paper recipes).
+#   Paper:     Table 3 (WMT14 EN-DE, GPUs; fairseq-define-results paper --table 3 prints its
+#              BLEU and parameters). This demo is a pipeline check at toy scale, not a
+#              reproduction (run_scripts/ holds the paper recipes).
 #
 # Pipeline: split -> sacremoses tokenization -> subword-nmt joint BPE -> fairseq-preprocess
 # -> fairseq-train (define_transformer_tiny, 1000 updates; then fairseq's transformer at the

@@ -9,8 +9,8 @@
 #   Expected:  a table of parameters and validation/test perplexity (fairseq-eval-lm with
 #              segment memory) for define_txl_small with a projective map and with DeFINE,
 #              n=128 -> d=256; docs/language_models.md lists what it printed here.
-#   Paper:     Table 2 (WikiText-103, 16-layer Transformer-XL, 200K steps on GPUs): at
-#              n=128, projective 28.06 / 29.16 and DeFINE 25.43 / 26.33 (val / test ppl).
+#   Paper:     Table 2 (WikiText-103, 16-layer Transformer-XL, 200K steps on GPUs), its
+#              projective and DeFINE rows at n=128: fairseq-define-results paper --table 2.
 #   Data:      WikiText-2 (wikitext-2/wiki.{train,valid,test}.tokens) in the data root
 #              (--data-root, else $FAIRSEQ_DEFINE_DATA, else run_scripts/corpora.py's
 #              defaults); --download fetches the published zip and checks it. Prepared by

@@ -25,6 +25,7 @@ from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
 from ..modules.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
+from ..tools.paper_tables import TABLE_3, TABLE_3_UNIT, table_architectures
 from .hub_interface import TranslationHubInterface
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
@@ -199,9 +200,8 @@ def check_output_layer(args) -> None:
 # -- named architectures ---------------------------------------------------------------
 
 ARCHITECTURES = {
-    "define_transformer": ("Transformer base with the paper's NMT DeFINE: n=128, k=1024, N=3, m=d_model.",
-                           dict(define_map_dim=128, define_expand_dim=1024, define_depth=3)),
-    "define_transformer_wmt_en_de": ("Table 3: Transformer base + DeFINE (n=128, k=1024, m=512, N=3).", {}),
+    "define_transformer": ("Transformer base with the paper's NMT DeFINE (Table 3's unit), m=d_model.", TABLE_3_UNIT),
+    **table_architectures(TABLE_3),
     "define_transformer_tiny": (
         "A small model for CPU demos and tests (3+3 layers, d=128, n=32, k=256, N=3, the paper's unit): "
         "study 1's best DeFINE arm on Multi30k val (docs/studies.md).",

@@ -32,10 +32,9 @@ from ..modules.define_config import DEFINE_TRANSFORM_CHOICES, DefineConfig, Defi
 from ..modules.define_embedding import DefineEmbedding
 from ..modules.define_options import DefineOptions
 from ..param_report import log_parameter_distribution
-from ..tools.paper_tables import TABLE_2_MAP_DIMS
+from ..tools.paper_tables import tlm_wiki103
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
-from .transformer_xl import UNIT as TABLE_2_UNIT
 
 
 @dataclass
@@ -169,18 +168,18 @@ def _check_settings(args, task) -> None:
 # -- named architectures ---------------------------------------------------------------
 # WIKI103 rows are fairseq's transformer_lm_wiki103 (16 layers, d 1024, adaptive input and
 # softmax 20000,60000 factor 4, tied) with its adaptive input at width n and a DeFINE unit
-# (Table 2's N=3, k=4096; m = d) or the projective baseline; n as Table 2's rows.
+# (Table 2's N=3, k=4096; m = d) or the projective baseline; n as Table 2's rows. Their
+# settings: tools/paper_tables.py (tlm_wiki103).
 
 def _wiki103(n: int, transform: str) -> tuple:
     """(docstring, settings) of the WikiText-103 row at ``n`` (one of Table 2's)."""
-    if n not in TABLE_2_MAP_DIMS:
-        raise ValueError(f"n={n} is not one of Table 2's rows {TABLE_2_MAP_DIMS}")
     if transform == "define":
-        return (f"transformer_lm_wiki103 with DeFINE: adaptive input n={n} (factor 4), DeFINE N=3, k=4096, "
-                f"m=1024, adaptive softmax tied at n={n}", dict(define_map_dim=n, **TABLE_2_UNIT))
-    return (f"transformer_lm_wiki103 with adaptive input n={n} (factor 4) and one linear n -> 1024, adaptive "
-            f"softmax tied at n={n}: the baseline of the DeFINE row at the same n",
-            dict(define_map_dim=n, define_transform="projective"))
+        doc = (f"transformer_lm_wiki103 with DeFINE: adaptive input n={n} (factor 4), Table 2's unit, m=1024, "
+               f"adaptive softmax tied at n={n}")
+    else:
+        doc = (f"transformer_lm_wiki103 with adaptive input n={n} (factor 4) and one linear n -> 1024, adaptive "
+               f"softmax tied at n={n}: the baseline of the DeFINE row at the same n")
+    return doc, tlm_wiki103(n, transform)
 
 
 WIKI103_ARCHITECTURES = {

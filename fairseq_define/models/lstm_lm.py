@@ -5,7 +5,7 @@ Token -> map (standard n-dim table, or adaptive input with bands of width n / di
 projected to n) -> DeFINE unit (n -> m; none for the R1/R2 rows) -> LSTM layers (input m,
 hidden H, the last one of width n) -> softmax tied to the map at n (adaptive softmax for an
 adaptive map). With the last LSTM layer n wide the output needs no projection; at n = m
-this is the layout whose context model counts 23.36 / 24.73 / 26.24M (Table 1a).
+this is the layout whose context model counts Table 1a's context-model column.
 
 The layers are cuDNN's ``nn.LSTM``, one per layer (for DropConnect on each W_hh), rather
 than fairseq's ``LSTMDecoder``, which steps an ``LSTMCell`` in Python and has neither a
@@ -35,6 +35,7 @@ from ..modules.define_config import (
     DefineConfig,
     DefineConfigError,
 )
+from ..tools.paper_tables import TABLE_1A, TABLE_1C, TABLE_6, TABLE_7, TABLE_8, table_architectures
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
 from .named_architectures import register_architectures
 
@@ -136,69 +137,10 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
 
 
 # -- named architectures ---------------------------------------------------------------
-
-# Table 9's WikiText-103 LSTM; dropouts as Merity et al. (2018a) use on WikiText-103
-WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
-             lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1, dropout_input=0.1)
-# the ablations exist only in the paper's structure: pinned to it whatever the default style
-PAPER = dict(define_style="paper")
-# Table 1c: AWD-LSTM on PTB (3 layers of 1150, the last n wide; Merity et al.'s dropouts)
-AWD = dict(lstm_layers=3, lstm_hidden_dim=1150, adaptive_cutoff="", dropout=0.4, dropout_hidden=0.25,
-           dropout_input=0.4, dropout_embedding=0.1, weight_drop=0.5)
-
-
-def _wt103_unit(transform: str, N: int, n: int, k: int, **extra) -> dict:
-    """The WikiText-103 LSTM with a unit of depth N and width k on an n-dim map, n = m."""
-    return dict(WT103, define_map_dim=n, define_transform=transform, define_depth=N, define_expand_dim=k, **extra)
-
+# The paper's rows (Tables 1a, 6, 7, 8, 1c) with their settings: tools/paper_tables.py.
 
 ARCHITECTURES = {
-    # Table 1a
-    "define_lstm_wt103_r1_standard": ("Table 1a R1: standard tied table n=256 with output bias",
-                                      dict(WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256)),
-    "define_lstm_wt103_r2_adaptive": ("Table 1a R2: adaptive input/softmax, n=256", dict(WT103, define_map_dim=256)),
-    "define_lstm_wt103_r3_define_n256": ("Table 1a R3: adaptive + DeFINE N=3, n=m=256, k=1024",
-                                         _wt103_unit("define", 3, 256, 1024)),
-    "define_lstm_wt103_r4_define_n384": ("Table 1a R4: adaptive + DeFINE N=7, n=m=384, k=1024",
-                                         _wt103_unit("define", 7, 384, 1024)),
-    "define_lstm_wt103_r5_define_n512": ("Table 1a R5: adaptive + DeFINE N=11, n=m=512, k=1024",
-                                         _wt103_unit("define", 11, 512, 1024)),
-    # Table 6 (N=7, n=m=384, k=1024); GLT uses 4 groups everywhere
-    "define_lstm_wt103_t6_linear": ("Table 6: linear on the adaptive map, N=7, n=m=384, k=1024",
-                                    _wt103_unit("linear", 7, 384, 1024, **PAPER)),
-    "define_lstm_wt103_t6_glt": ("Table 6: glt on the adaptive map, N=7, n=m=384, k=1024",
-                                 _wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER)),
-    "define_lstm_wt103_t6_glt_shuffle": ("Table 6: glt_shuffle on the adaptive map, N=7, n=m=384, k=1024",
-                                         _wt103_unit("glt_shuffle", 7, 384, 1024, define_max_groups=4, **PAPER)),
-    "define_lstm_wt103_t6_hgt": ("Table 6: hgt on the adaptive map, N=7, n=m=384, k=1024",
-                                 _wt103_unit("hgt", 7, 384, 1024, **PAPER)),
-    "define_lstm_wt103_t6_define_nomix": ("Table 6: define_nomix on the adaptive map, N=7, n=m=384, k=1024",
-                                          _wt103_unit("define_nomix", 7, 384, 1024, **PAPER)),
-    "define_lstm_wt103_t6_define": ("Table 6: define on the adaptive map, N=7, n=m=384, k=1024",
-                                    _wt103_unit("define", 7, 384, 1024)),
-    # Table 7: depth N (with n=m) x width k
-    "define_lstm_wt103_t7_n3_k1024": ("Table 7: DeFINE N=3, n=m=256, k=1024", _wt103_unit("define", 3, 256, 1024)),
-    "define_lstm_wt103_t7_n3_k1536": ("Table 7: DeFINE N=3, n=m=256, k=1536", _wt103_unit("define", 3, 256, 1536)),
-    "define_lstm_wt103_t7_n3_k2048": ("Table 7: DeFINE N=3, n=m=256, k=2048", _wt103_unit("define", 3, 256, 2048)),
-    "define_lstm_wt103_t7_n7_k1024": ("Table 7: DeFINE N=7, n=m=384, k=1024", _wt103_unit("define", 7, 384, 1024)),
-    "define_lstm_wt103_t7_n7_k1536": ("Table 7: DeFINE N=7, n=m=384, k=1536", _wt103_unit("define", 7, 384, 1536)),
-    "define_lstm_wt103_t7_n7_k2048": ("Table 7: DeFINE N=7, n=m=384, k=2048", _wt103_unit("define", 7, 384, 2048)),
-    "define_lstm_wt103_t7_n11_k1024": ("Table 7: DeFINE N=11, n=m=512, k=1024", _wt103_unit("define", 11, 512, 1024)),
-    "define_lstm_wt103_t7_n11_k1536": ("Table 7: DeFINE N=11, n=m=512, k=1536", _wt103_unit("define", 11, 512, 1536)),
-    "define_lstm_wt103_t7_n11_k2048": ("Table 7: DeFINE N=11, n=m=512, k=2048", _wt103_unit("define", 11, 512, 2048)),
-    # Table 8
-    "define_lstm_wt103_t8_residual": (
-        "Table 8a: DeFINE with residual connections (widths k/2), N=7, n=m=384, k=1024",
-        _wt103_unit("define_residual", 7, 384, 1024, **PAPER)),
-    "define_lstm_wt103_t8_no_reduce": (
-        "Table 8b: MER without Reduce (the LSTM reads e_hat, k=1024), N=7, n=384",
-        _wt103_unit("define", 7, 384, 1024, define_no_reduce=True, **PAPER)),
-    # Table 1c
-    "define_awd_lstm_ptb": ("AWD-LSTM baseline (Table 1c): standard 400-dim table, tied", dict(AWD, define_map_dim=400)),
-    "define_awd_lstm_ptb_define": (
-        "Table 1c: AWD-LSTM + DeFINE n=128, k=1024, N=7, m=400; output tied at n=128",
-        dict(AWD, define_map_dim=128, define_transform="define", define_depth=7, define_expand_dim=1024,
-             define_out_dim=400)),
+    **table_architectures(TABLE_1A, TABLE_6, TABLE_7, TABLE_8, TABLE_1C),
     # CPU sizes
     "define_lstm_small": (
         "For the PTB run on a CPU: 2 layers of 512, n=128 -> m=256, AWD dropouts",

@@ -37,6 +37,7 @@ from ..modules.relative_attention import (
     init_transformer_xl_weights,
     relative_positions,
 )
+from ..tools.paper_tables import TABLE_2, table_architectures, txl_wt103
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
 from .named_architectures import register_architectures
 
@@ -182,42 +183,13 @@ class TransformerXLDecoder(StreamStateDecoder):
 
 
 # -- named architectures ---------------------------------------------------------------
-
-WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
-D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)  # 10 heads of 41 (Table 2)
-UNIT = dict(define_transform="define", define_expand_dim=4096, define_depth=3)  # Table 2's DeFINE rows
-
-
-def _projective(n: int, **unit) -> dict:
-    """Table 2 at d=384: adaptive input n (div_val 1) projected to d."""
-    return dict(WT103, **D384, define_map_dim=n, **unit)
-
+# Table 2's rows with their settings: tools/paper_tables.py; a projective row at n = d = 384
+# beside them, which the paper leaves out (its counts are the standard n=384 row's).
 
 ARCHITECTURES = {
-    "define_txl_wt103_standard_d410": ("Table 2, Transformer-XL standard: 16 layers, d=410, inner 2100, n=d=410.",
-                                       dict(WT103, define_map_dim=410)),
-    "define_txl_wt103_standard_d384": ("Table 2, standard at d=384 (inner 1920, 10 heads of 41), n=d=384.",
-                                       _projective(384)),
+    **table_architectures(TABLE_2),
     "define_txl_wt103_projective_n384": (
-        "Table 2, projective row at n=384: adaptive input n=384 (div_val 1) projected to d=384", _projective(384)),
-    "define_txl_wt103_define_n384": (
-        "Table 2, define row at n=384: adaptive input n=384 (div_val 1) projected to d=384, "
-        "DeFINE N=3, k=4096, m=384 on the projection", _projective(384, **UNIT)),
-    "define_txl_wt103_projective_n256": (
-        "Table 2, projective row at n=256: adaptive input n=256 (div_val 1) projected to d=384", _projective(256)),
-    "define_txl_wt103_define_n256": (
-        "Table 2, define row at n=256: adaptive input n=256 (div_val 1) projected to d=384, "
-        "DeFINE N=3, k=4096, m=384 on the projection", _projective(256, **UNIT)),
-    "define_txl_wt103_projective_n128": (
-        "Table 2, projective row at n=128: adaptive input n=128 (div_val 1) projected to d=384", _projective(128)),
-    "define_txl_wt103_define_n128": (
-        "Table 2, define row at n=128: adaptive input n=128 (div_val 1) projected to d=384, "
-        "DeFINE N=3, k=4096, m=384 on the projection", _projective(128, **UNIT)),
-    "define_txl_wt103_projective_n64": (
-        "Table 2, projective row at n=64: adaptive input n=64 (div_val 1) projected to d=384", _projective(64)),
-    "define_txl_wt103_define_n64": (
-        "Table 2, define row at n=64: adaptive input n=64 (div_val 1) projected to d=384, "
-        "DeFINE N=3, k=4096, m=384 on the projection", _projective(64, **UNIT)),
+        "Table 2 at d=384: adaptive input n=384 (div_val 1) projected to d=384, no unit", txl_wt103(384)),
     "define_txl_small": (
         "For the WikiText-2 run on a CPU: 4 layers, d=256 (4 heads of 64), inner 1024, n=128 "
         "projected to 256, tgt_len = mem_len = 64.",

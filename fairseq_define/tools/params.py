@@ -31,10 +31,23 @@ from ..errors import UserError, cli_error
 from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
 from ..modules.define_config import DefineConfigError
 from ..modules.define_embedding import UNIT_TYPES
-from ..modules.define_schedule import build_schedule
+from ..modules.define_schedule import build_schedule, default_max_groups
 from ..modules.define_unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
-from .paper_tables import TABLE3_VOCAB, TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
+from .paper_tables import (
+    LSTM_WT103,
+    TABLE3_VOCAB,
+    TABLE_1A,
+    TABLE_1C,
+    TABLE_2,
+    TABLE_3,
+    TABLE_6,
+    TABLE_7,
+    TABLE_8,
+    TXL_D384,
+    TXL_WT103,
+    params_split,
+)
 
 logger = logging.getLogger("fairseq_define.params")
 
@@ -163,28 +176,38 @@ def unit_parameters(**kwargs) -> int:
     return sum(p.numel() for p in unit.parameters()), unit.schedule
 
 
-# Table 6's GLT rows use 4 groups in every layer and in Reduce; the others the default g_max.
-TABLE6_GROUPS = {"glt": 4, "glt_shuffle": 4}
+def _unit_settings(row) -> dict:
+    """``build_schedule`` settings of a row's unit (n = m), from its architecture's settings."""
+    s = row.settings
+    return dict(map_dim=s["define_map_dim"], expand_dim=s["define_expand_dim"], depth=s["define_depth"],
+                out_dim=s["define_map_dim"], transform=s["define_transform"], max_groups=s.get("define_max_groups"))
+
+
+def _reproduced(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "no row"
 
 
 def table_6a() -> None:
     _, context, io, _ = params_split(TABLE_6.rows[0])  # every row's: Table 1a's at n = m = 384
+    grouped = {row.name: row.settings["define_max_groups"] for row in TABLE_6.rows if "define_max_groups" in row.settings}
     print(
-        "Table 6: N=7, n=m=384, k=1024. Layer stacks counted as in the paper: F_G weights "
-        "(eq. 1) and the Reduce [k; n] -> m, no bias or normalization; GLT uses 4 groups in "
-        f"every layer and in Reduce. Paper column = row total - {context + io:.2f}M (context {context:.2f}M + "
-        f"adaptive input-output {io:.2f}M)."
+        f"{TABLE_6.title}. Layer stacks counted as in the paper: F_G weights (eq. 1) and the Reduce "
+        f"[k; n] -> m, no bias or normalization; groups in every layer and in Reduce: "
+        f"{', '.join(f'{name} {g}' for name, g in grouped.items())}, the others the default g_max. "
+        f"Paper column = row total - {context + io:.2f}M (context {context:.2f}M + adaptive input-output {io:.2f}M)."
     )
     print(f"{'layer':<20} {'ours':>8} {'paper':>8}  schedule")
+    same, differ = [], []
     for row in TABLE_6.rows:
-        count, sched = unit_parameters(
-            map_dim=384, expand_dim=1024, depth=7, out_dim=384, transform=row.id,
-            max_groups=TABLE6_GROUPS.get(row.id), bias=False, norm="none",
-        )
-        print(f"{row.name:<20} {count / 1e6:>7.2f}M {params_split(row)[0]:>7.2f}M  {sched.describe()}")
+        unit = _unit_settings(row)
+        count, sched = unit_parameters(**unit, bias=False, norm="none")
+        ours, paper = round(count / 1e6, 2), params_split(row)[0]
+        (same if ours == paper else differ).append(row.name)
+        print(f"{row.name:<20} {ours:>7.2f}M {paper:>7.2f}M  {sched.describe()}")
+    n = TABLE_6.rows[0].settings["define_map_dim"]
     print(
-        "Linear and GLT reproduce the paper; the HGT/DeFINE rows depend on g_max, which the "
-        "paper does not state (default here: 2^ceil(log2(m/32)) = 16)."
+        f"{_reproduced(same)} reproduce the paper; {_reproduced(differ)} depend on g_max, which the paper does "
+        f"not state (default here: {default_max_groups(n, n)} at n = m = {n}, define_schedule.default_max_groups)."
     )
 
 
@@ -231,13 +254,21 @@ TABLE2_ROWS = (_txl_rows("standard")
 WT103_VOCAB = 267735
 
 
+def _columns_reproduced(rows) -> str:
+    """Which of the context-model and input-output columns equal the paper's (2 decimals) in
+    every row of ``rows``: (ours, paper) pairs of each."""
+    same = [name for name, pairs in rows.items() if all(p is None or round(o, 2) == p for o, p in pairs)]
+    return f"The {' and '.join(same) or 'no'} column{'s' if len(same) != 1 else ''} reproduce{'' if len(same) != 1 else 's'} the paper"
+
+
 def table_2() -> None:
     print(
-        f"Table 2 (WikiText-103, Transformer-XL, vocabulary {WT103_VOCAB:,}, adaptive cutoffs "
-        "20K/40K/200K, div_val 1, per-band projections n -> d tied between input and output). "
+        f"{TABLE_2.title}: vocabulary {WT103_VOCAB:,}, adaptive cutoffs {TXL_WT103['adaptive_cutoff']}, "
+        f"div_val {TXL_WT103['div_val']:g}, per-band projections n -> d tied between input and output. "
         "Columns: ours (paper)."
     )
     print(f"{'row':<18} {'DeFINE paper-style':>19} {'authors':>8} {'context model':>17} {'input-output':>17}")
+    columns = {"context-model": [], "input-output": []}
     for name, arch, row in TABLE2_ROWS:
         p_define, p_context, p_io, _ = params_split(row)
         models = build_styles(arch, WT103_VOCAB)
@@ -246,15 +277,19 @@ def table_2() -> None:
         authors = _or_dash(_millions(models["authors"], "define")) if p_define else "-"
         print(f"{name:<18} {define:>19} {authors:>8} {c['context']:>7.2f} ({p_context:.2f}) "
               f"{c['input_output']:>8.2f} ({p_io:.2f})")
+        columns["context-model"].append((c["context"], p_context))
+        columns["input-output"].append((c["input_output"], p_io))
     define_row = TABLE_2.row("define_n128")
     for style, model in build_styles(define_row.arch, WT103_VOCAB).items():
         for unit in define_units(model):
             print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection), {style} style: "
                   f"{unit.schedule.describe()}")
+    N, k, m = define_row.settings["define_depth"], define_row.settings["define_expand_dim"], TXL_D384["decoder_embed_dim"]
+    paper, reduce = define_row.paper["define"], (k + m) * m / 1e6  # Reduce [k; m] -> m, weights alone
     print(
-        f"The context and input-output columns reproduce the paper. The paper's {define_row.paper['define']:.2f}M "
-        "DeFINE unit (N=3, k=4096, m=384) cannot be rebuilt: its Reduce alone, [k; 384] -> 384, has "
-        "1.72M parameters, which leaves 0.2M for three Expand layers reaching width 4096."
+        f"{_columns_reproduced(columns)}. The paper's {paper:.2f}M DeFINE unit (N={N}, k={k}, m={m}) cannot be "
+        f"rebuilt: its Reduce alone, [k; {m}] -> {m}, has {reduce:.2f}M parameters, which leaves {paper - reduce:.1f}M "
+        f"for {N} Expand layers reaching width {k}."
     )
 
 
@@ -265,12 +300,7 @@ def _lstm_rows(table) -> list:
 
 
 TABLE1A_ROWS = _lstm_rows(TABLE_1A)
-LSTM_TABLES = {
-    "1a": ("Table 1a (LSTM on WikiText-103)", TABLE1A_ROWS),
-    "6": ("Table 6 (transformations, N=7, n=m=384, k=1024)", _lstm_rows(TABLE_6)),
-    "7": ("Table 7 (depth N x width k)", _lstm_rows(TABLE_7)),
-    "8": ("Table 8 (residual connections; no Reduce)", _lstm_rows(TABLE_8)),
-}
+LSTM_TABLES = {t.id: (t.title, TABLE1A_ROWS if t is TABLE_1A else _lstm_rows(t)) for t in (TABLE_1A, TABLE_6, TABLE_7, TABLE_8)}
 
 
 def _ours_paper(ours: float, paper: Optional[float]) -> str:
@@ -279,26 +309,30 @@ def _ours_paper(ours: float, paper: Optional[float]) -> str:
 
 def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
     title, rows = LSTM_TABLES[key]
+    lstm = LSTM_WT103
     print(
-        f"{title}: 4 LSTM layers of 1024 (the last m wide), vocabulary {vocab:,}, adaptive "
-        "input/softmax tied (cutoffs 20K/40K/200K, factor 4, no output bias) but R1 (a standard "
-        "table with an output bias). Columns: ours (paper), millions."
+        f"{title}: {lstm['lstm_layers']} LSTM layers of {lstm['lstm_hidden_dim']} (the last m wide), vocabulary "
+        f"{vocab:,}, adaptive input/softmax tied (cutoffs {lstm['adaptive_cutoff']}, factor {lstm['div_val']:g}, "
+        "no output bias) but R1 (a standard table with an output bias). Columns: ours (paper), millions."
     )
     print(f"{'row':<24} {'DeFINE paper-style':>18} {'authors':>8} {'context model':>15} {'input-output':>15} "
           f"{'total paper-style':>17} {'authors':>8}")
+    columns = {"context-model": [], "input-output": []}
     for name, arch, p_define, p_context, p_io, p_total in rows:
         models = build_styles(arch, vocab)
         c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
         print(f"{name:<24} {_ours_paper(c['define'], p_define):>18} {_or_dash(_millions(models['authors'], 'define')):>8} "
               f"{_ours_paper(c['context'], p_context):>15} {_ours_paper(c['input_output'], p_io):>15} "
               f"{_ours_paper(c['total'], p_total):>17} {_or_dash(_millions(models['authors'], 'total')):>8}")
+        columns["context-model"].append((c["context"], p_context))
+        columns["input-output"].append((c["input_output"], p_io))
         for style, model in models.items():
             for unit in define_units(model) if model is not None else ():
                 print(f"{'':<24} {style} unit: {unit.schedule.describe()}")
     r4_define = TABLE_1A.row("r4_define_n384").paper["define"]
     t6_define = params_split(TABLE_6.row("define"))[0]
     print(
-        "The context-model and input-output columns reproduce the paper. Its DeFINE column "
+        f"{_columns_reproduced(columns)}. Its DeFINE column "
         "cannot be rebuilt exactly (g_max is not stated, and Tables 1a and 6 disagree on the "
         f"same N=7 unit: {r4_define:.2f}M vs {t6_define:.2f}M); the authors' released unit (--define-style authors) "
         "comes closest. Both units are printed with the schedules that give them; '-': the "
@@ -324,12 +358,14 @@ def table_1c(vocab: int = PTB_VOCAB) -> None:
             for unit in define_units(models[style]):
                 print(f"{'':<28} {style} unit: {unit.schedule.describe()}")
     rest = (counts["context"] + counts["input_output"]) / 1e6
-    paper = TABLE_1C.rows[-1].paper["params"]
+    define_row = TABLE_1C.rows[-1]
+    paper, unit = define_row.paper["params"], define_row.settings
+    n, k, N, m = (unit[f"define_{key}"] for key in ("map_dim", "expand_dim", "depth", "out_dim"))
     print(
-        "The baseline matches AWD-LSTM's 24.2M. With DeFINE (n=128, k=1024, N=7, m=400) the "
-        f"last LSTM layer is 128 wide and tied to the 128-dim map: {rest:.2f}M without the "
-        f"unit, so the paper's {paper:.0f}M leaves {paper - rest:.2f}M for the unit, less than any N=7 "
-        "unit reaching k=1024 (see Table 1a)."
+        "The baseline matches AWD-LSTM's 24.2M. With DeFINE "
+        f"(n={n}, k={k}, N={N}, m={m}) the last LSTM layer is {n} wide and tied to the {n}-dim map: {rest:.2f}M "
+        f"without the unit, so the paper's {paper:.0f}M leaves {paper - rest:.2f}M for the unit, less than any "
+        f"N={N} unit reaching k={k} (see Table 1a)."
     )
 
 

@@ -2,13 +2,15 @@
 correlation maps of the token embeddings (Mehta et al., ICLR 2020).
 
     fairseq-define-results rows --table 1a [--small]
+    fairseq-define-results paper --table 6
     fairseq-define-results record --table 1a --row r3_define_n256 --run-dir work/1a/r3_define_n256 \\
         --mode small --metric valid_ppl=123.4 --metric test_ppl=118.9
     fairseq-define-results table --table 1a --workdir work/1a [--output work/1a/results.md]
     fairseq-define-results curves --output curves.png [--metric valid_ppl] define=work/a/train.log ...
     fairseq-define-results correlations --path checkpoint_best.pt --output corr.png [--max-tokens-vocab V]
 
-``rows`` lists a table's rows for shell recipes; ``record`` writes a run's result.json;
+``rows`` lists a table's rows for shell recipes; ``paper`` prints the paper's numbers of a
+table (the recipes' --help shows them); ``record`` writes a run's result.json;
 ``table`` prints our numbers beside the paper's as markdown; ``curves`` plots validation
 metrics against updates (the paper's Figure 6); ``correlations`` draws the correlation maps
 of the map, each Expand layer and the final embedding (appendix B, Figures 4 and 7-11).
@@ -27,7 +29,7 @@ from .curves import parse_run, plot_curves
 from .paper_tables import RESULTS_PROG as PROG
 from .paper_tables import TABLES, Row, find_table
 from .result_records import MODES, load_model, record
-from .results_table import markdown_table
+from .results_table import markdown_table, paper_numbers
 
 logger = logging.getLogger("fairseq_define.results")
 
@@ -43,6 +45,10 @@ def cmd_rows(args) -> None:
     table = find_table(args.table)
     for row in table.rows:
         print(row_line(row, args.small))
+
+
+def cmd_paper(args) -> None:
+    print(paper_numbers(args.table), end="")
 
 
 def cmd_record(args) -> None:
@@ -97,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", required=True, help=f"paper table: {tables}")
     p.add_argument("--small", action="store_true", help="the small CPU runs' arch and args")
     p.set_defaults(func=cmd_rows)
+
+    p = sub.add_parser("paper", help="the paper's numbers of a table",
+                       description="One line per row of a paper table: its label and the numbers the paper "
+                       "reports (paper_tables.py).")
+    p.add_argument("--table", required=True, help=f"paper table: {tables}")
+    p.set_defaults(func=cmd_paper)
 
     p = sub.add_parser("record", help="write a run's result.json",
                        description="Write RUN_DIR/result.json (atomically): the row, the mode, the "

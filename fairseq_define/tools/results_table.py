@@ -31,12 +31,27 @@ def _ours(result: dict, metric: str):
     return value
 
 
+def _metric_name(metric: str) -> str:
+    return _HEADERS.get(metric, metric.replace("_", " "))
+
+
+def paper_numbers(table_id: str) -> str:
+    """The paper's numbers of a table, one line per row ("label: metric value, ..."), for the
+    recipes' --help and the docs."""
+    table = find_table(table_id)
+    lines = [f"{table.title}:"]
+    for row in table.rows:
+        cells = [f"{_metric_name(m)} {row.paper[m]:g}" for m in table.metrics if row.paper.get(m) is not None]
+        lines.append(f"  {row.label}: {', '.join(cells) or 'no published number'}")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(table_id: str, workdir: str = ".") -> str:
     """Our numbers (WORKDIR/<row>/result.json) beside the paper's, as a markdown table."""
     table = find_table(table_id)
     header = ["row"]
     for metric in table.metrics:
-        name = _HEADERS.get(metric, metric.replace("_", " "))
+        name = _metric_name(metric)
         header += [f"{name} ours", f"{name} paper"]
     header += ["mode", "updates"]
     lines = [f"## {table.title}", "", f"Our runs: {os.path.join(workdir, '<row>', RESULT_FILE)}", "",
