@@ -142,10 +142,9 @@ PATCHES = (
             ),
         ),
     ),
-
-# A binarized split is checked whole when it loads, not only its first bytes: the index's
-# header against the index's length, and every sentence's offset against the sizes and the
-# data file's length (a truncated or mismatched .bin read garbage or failed mid-training).
+    # A binarized split is checked whole when it loads, not only its first bytes: the index's
+    # header against the index's length, and every sentence's offset against the sizes and the
+    # data file's length (a truncated or mismatched .bin read garbage or failed mid-training).
     FilePatch(
         "fairseq",
         "fairseq/data/indexed_dataset.py",
