@@ -60,7 +60,9 @@ APPLY_COMMAND = "fairseq-define-patch-fairseq --apply"
 SUPPORTED_VERSIONS = {"fairseq": "0.12.2", "hydra-core": "1.0.7"}
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
-PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(compat.PATCHES + fairseq_bugs.PATCHES + hardening.PATCHES)
+PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(
+    compat.PATCHES + fairseq_bugs.PATCHES + hardening.PATCHES
+)
 
 
 def _sha256(text: str) -> str:

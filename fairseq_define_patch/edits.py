@@ -36,7 +36,6 @@ class FilePatch:
         return SHA256[self.path][1]
 
 
-
 def one_patch_per_file(patches: Tuple[FilePatch, ...]) -> Tuple[FilePatch, ...]:
     """Several fixes edit the same file (fairseq/utils.py: config literals and the
     missing-plugin error; fairseq_cli/validate.py: eval and the batch-size error). A file's
