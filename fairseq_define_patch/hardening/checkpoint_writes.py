@@ -3,41 +3,13 @@ in one step; a full disk or an unusable --save-dir gets one line."""
 
 from ..edits import Edit, FilePatch
 
-# fairseq's checkpoint writes, as they ship and as patched: a fresh, exclusively created
-# temporary file in the destination folder, moved over the destination in one step, and
-# removed when the write fails (the same rules as fairseq_define/output_files.py, which the
-# plugin's tools use; fairseq-train runs without the plugin, so the patch holds its own copy).
-_PERSISTENT_SAVE_SHIPPED = """def torch_persistent_save(obj, filename, async_write: bool = False):
-    if async_write:
-        with PathManager.opena(filename, "wb") as f:
-            _torch_persistent_save(obj, f)
-    else:
-        if PathManager.supports_rename(filename):
-            # do atomic save
-            with PathManager.open(filename + ".tmp", "wb") as f:
-                _torch_persistent_save(obj, f)
-            PathManager.rename(filename + ".tmp", filename)
-        else:
-            # fallback to non-atomic save
-            with PathManager.open(filename, "wb") as f:
-                _torch_persistent_save(obj, f)
-
-
-def _torch_persistent_save(obj, f):
-    if isinstance(f, str):
-        with PathManager.open(f, "wb") as h:
-            torch_persistent_save(obj, h)
-        return
-    for i in range(3):
-        try:
-            return torch.save(obj, f)
-        except Exception:
-            if i == 2:
-                logger.error(traceback.format_exc())
-                raise
-"""
-
-_PERSISTENT_SAVE_PATCHED = """def _write_atomically(filename, write):
+# fairseq's checkpoint writes went through the fixed name FILE.tmp (a planted symlink there
+# redirected the write; a failed write left it behind) and retried torch.save on the same
+# half-written file, logging a traceback. Now: a fresh, exclusively created temporary file in
+# the destination folder, moved over the destination in one step, and removed when the write
+# fails (the same rules as fairseq_define/output_files.py, which the plugin's tools use;
+# fairseq-train runs without the plugin, so the patch holds its own copy).
+_ATOMIC_WRITE_HELPERS = """def _write_atomically(filename, write):
     # (added by fairseq_define) write(f, path) on a fresh temporary file next to filename,
     # f open on it for writing, then os.replace; the temporary file goes if anything fails
     import tempfile
@@ -76,40 +48,48 @@ def _copy_atomically(src, dst):
     _write_atomically(dst, copy)
 
 
-def torch_persistent_save(obj, filename, async_write: bool = False):
-    if async_write:
-        with PathManager.opena(filename, "wb") as f:
-            _torch_persistent_save(obj, f)
-    else:
-        if PathManager.supports_rename(filename):
-            # atomic save through a fresh temporary file (fairseq_define)
-            _write_atomically(filename, lambda f, _: _torch_persistent_save(obj, f))
-        else:
-            # fallback to non-atomic save
-            with PathManager.open(filename, "wb") as f:
-                _torch_persistent_save(obj, f)
-
-
-def _torch_persistent_save(obj, f):
-    import errno
-
-    if isinstance(f, str):
-        with PathManager.open(f, "wb") as h:
-            torch_persistent_save(obj, h)
-        return
-    for i in range(3):
-        try:
-            if i > 0 and f.seekable():  # start the retry on an empty file
-                f.seek(0)
-                f.truncate()
-            return torch.save(obj, f)
-        except OSError as e:
-            if i == 2 or e.errno == errno.ENOSPC:  # a full disk stays full
-                raise
-        except Exception:
-            if i == 2:
-                raise
 """
+
+_PERSISTENT_SAVE_EDITS = (
+    Edit(
+        "        return [os.path.join(path, x[1]) for x in sorted(entries, reverse=True)]\n\n\n"
+        "def torch_persistent_save(",
+        "        return [os.path.join(path, x[1]) for x in sorted(entries, reverse=True)]\n\n\n"
+        + _ATOMIC_WRITE_HELPERS
+        + "def torch_persistent_save(",
+    ),
+    Edit(
+        "            # do atomic save\n"
+        '            with PathManager.open(filename + ".tmp", "wb") as f:\n'
+        "                _torch_persistent_save(obj, f)\n"
+        '            PathManager.rename(filename + ".tmp", filename)\n',
+        "            # atomic save through a fresh temporary file (fairseq_define)\n"
+        "            _write_atomically(filename, lambda f, _: _torch_persistent_save(obj, f))\n",
+    ),
+    Edit(
+        "def _torch_persistent_save(obj, f):\n    if isinstance(f, str):\n",
+        "def _torch_persistent_save(obj, f):\n    import errno\n\n    if isinstance(f, str):\n",
+    ),
+    Edit(
+        "        try:\n"
+        "            return torch.save(obj, f)\n"
+        "        except Exception:\n"
+        "            if i == 2:\n"
+        "                logger.error(traceback.format_exc())\n"
+        "                raise\n",
+        "        try:\n"
+        "            if i > 0 and f.seekable():  # start the retry on an empty file\n"
+        "                f.seek(0)\n"
+        "                f.truncate()\n"
+        "            return torch.save(obj, f)\n"
+        "        except OSError as e:\n"
+        "            if i == 2 or e.errno == errno.ENOSPC:  # a full disk stays full\n"
+        "                raise\n"
+        "        except Exception:\n"
+        "            if i == 2:\n"
+        "                raise\n",
+    ),
+)
 
 PATCHES = (
     FilePatch(
@@ -131,10 +111,9 @@ PATCHES = (
                 "                        checkpoints[0], cp, overwrite=True\n"
                 '                    ), f"Failed to copy {checkpoints[0]} to {cp}"\n',
             ),
-            # saves went through the fixed name FILE.tmp (a planted symlink there redirected
-            # the write; a failed write left it behind) and retried torch.save on the same
-            # half-written file, logging a traceback
-            Edit(_PERSISTENT_SAVE_SHIPPED, _PERSISTENT_SAVE_PATCHED),
+        )
+        + _PERSISTENT_SAVE_EDITS
+        + (
             # an unusable --save-dir: a clear error instead of a traceback
             Edit(
                 "def verify_checkpoint_directory(save_dir: str) -> None:\n"

@@ -90,6 +90,19 @@ _CHECK_OVERRIDES_CALL = (
     "    check_model_overrides({}, {})\n"
 )
 
+# fairseq-generate and fairseq-interactive read the string the same way
+_PARSE_OVERRIDES = Edit(
+    "    overrides = ast.literal_eval(cfg.common_eval.model_overrides)\n",
+    "    overrides = utils.parse_config_literal(cfg.common_eval.model_overrides)\n",
+)
+
+
+def _check_overrides_after(anchor, overrides, cfg):
+    """The check, inserted after load_model_ensemble's call, before ``anchor``."""
+    shards = "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n    )\n"
+    return Edit(shards + "\n" + anchor, shards + _CHECK_OVERRIDES_CALL.format(overrides, cfg) + "\n" + anchor)
+
+
 PATCHES = (
     FilePatch(
         "fairseq",
@@ -118,19 +131,8 @@ PATCHES = (
         "fairseq_cli/generate.py",
         "--model-overrides parsed as plain data (one line for a malformed string) and checked by name",
         (
-            Edit("    overrides = ast.literal_eval(cfg.common_eval.model_overrides)\n",
-                 "    overrides = utils.parse_config_literal(cfg.common_eval.model_overrides)\n"),
-            Edit(
-                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
-                "    )\n"
-                "\n"
-                "    # loading the dataset should happen after",
-                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
-                "    )\n"
-                + _CHECK_OVERRIDES_CALL.format("overrides", "saved_cfg")
-                + "\n"
-                "    # loading the dataset should happen after",
-            ),
+            _PARSE_OVERRIDES,
+            _check_overrides_after("    # loading the dataset should happen after", "overrides", "saved_cfg"),
         ),
     ),
     FilePatch(
@@ -138,19 +140,8 @@ PATCHES = (
         "fairseq_cli/interactive.py",
         "--model-overrides parsed as plain data (one line for a malformed string) and checked by name",
         (
-            Edit("    overrides = ast.literal_eval(cfg.common_eval.model_overrides)\n",
-                 "    overrides = utils.parse_config_literal(cfg.common_eval.model_overrides)\n"),
-            Edit(
-                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
-                "    )\n"
-                "\n"
-                "    # Set dictionaries\n",
-                "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n"
-                "    )\n"
-                + _CHECK_OVERRIDES_CALL.format("overrides", "_model_args")
-                + "\n"
-                "    # Set dictionaries\n",
-            ),
+            _PARSE_OVERRIDES,
+            _check_overrides_after("    # Set dictionaries\n", "overrides", "_model_args"),
         ),
     ),
     FilePatch(

@@ -54,20 +54,24 @@ _TRAINING_LOWER_BOUNDS = (  # (group, option, lowest value, what the line says b
 
 
 """
+
+# fairseq-train and fairseq-validate assert the same thing in the same words
+_NO_BATCH_SIZE = Edit(
+    "    assert (\n"
+    "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
+    '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
+    "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
+    "        from fairseq import UserError\n\n"
+    '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
+)
+
 PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq_cli/train.py",
         "no batch size: a clear error, not an AssertionError",
         (
-            Edit(
-                "    assert (\n"
-                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
-                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
-                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
-                "        from fairseq import UserError\n\n"
-                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
-            ),
+            _NO_BATCH_SIZE,
         ),
     ),
     FilePatch(
@@ -75,14 +79,7 @@ PATCHES = (
         "fairseq_cli/validate.py",
         "no batch size: a clear error, not an AssertionError",
         (
-            Edit(
-                "    assert (\n"
-                "        cfg.dataset.max_tokens is not None or cfg.dataset.batch_size is not None\n"
-                '    ), "Must specify batch size either with --max-tokens or --batch-size"\n',
-                "    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:\n"
-                "        from fairseq import UserError\n\n"
-                '        raise UserError("no batch size: pass --max-tokens N (tokens per batch) or --batch-size N")\n',
-            ),
+            _NO_BATCH_SIZE,
         ),
     ),
     FilePatch(
