@@ -255,4 +255,3 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "5157622f097b1b8621b9ded8d2eaf4b4e77c9160dfb81d1b63736904765b6160",
     ),
 }
-

@@ -18,7 +18,6 @@ def _default_factory_edits(lines: Sequence[str]) -> Tuple[Edit, ...]:
     return tuple(edits)
 
 
-
 PATCHES = (
     FilePatch(
         "fairseq",
