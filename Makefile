@@ -59,7 +59,7 @@ check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check
 
 # pip stays at the venv's version (23.x): pip >= 24.1 refuses omegaconf 2.0.6's metadata.
-$(STAMP): setup.py constraints.txt fairseq_define_patch.py
+$(STAMP): setup.py constraints.txt $(wildcard fairseq_define_patch/*.py fairseq_define_patch/*/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install torch==2.13.0
 	$(BIN)/python -m pip install -e '.[test]'

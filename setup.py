@@ -7,8 +7,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.8",
-    packages=find_packages(include=["fairseq_define", "fairseq_define.*"]),
-    py_modules=["fairseq_define_patch"],
+    packages=find_packages(include=["fairseq_define", "fairseq_define.*", "fairseq_define_patch", "fairseq_define_patch.*"]),
     install_requires=[
         # torch is pinned by the caller (constraints.txt on CPU, your CUDA build on GPUs):
         # fairseq's own requirement would otherwise pull the newest torch and CUDA stack.

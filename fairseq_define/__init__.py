@@ -5,8 +5,8 @@ from fairseq_define_patch import require_patched_fairseq
 
 require_patched_fairseq()
 
-from .errors import install_cli_excepthook  # noqa: E402
+from .errors import register_user_error_messages  # noqa: E402
 
-install_cli_excepthook()
+register_user_error_messages()
 
 from . import criterions, models, modules, optim, tasks  # noqa: E402,F401

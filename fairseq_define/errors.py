@@ -1,20 +1,21 @@
 """User errors: one clear line naming the problem and the fix, no traceback.
 
-Library code raises :class:`UserError` (or a subclass) for bad settings and bad input. In a
-fairseq command-line tool (``fairseq-train`` ... with ``--user-dir``), uncaught user errors,
-and the fairseq failures that mean bad input (a missing split, a truncated dataset, a
-checkpoint that does not fit the data), are printed as ``PROG: error: MESSAGE`` and the tool
-exits non-zero. ``FAIRSEQ_DEFINE_TRACEBACK=1`` shows the full traceback instead. Nothing is
-installed for Python sessions (the hub interface keeps ordinary tracebacks).
+Library code raises :class:`UserError` (or a subclass) for bad settings and bad input. It is
+``fairseq.UserError``, which the fairseq patch adds (fairseq_define_patch/hardening/
+user_error.py): one class for fairseq's patched code and this plugin, so callers catch one
+type. In a fairseq command-line tool (``fairseq-*``) the patch's one excepthook prints it as
+``PROG: error: MESSAGE`` and the tool exits non-zero; this module adds to that hook the
+fairseq failures that mean bad input (a missing split, a truncated dataset, a checkpoint
+that does not fit the data). ``FAIRSEQ_DEFINE_TRACEBACK=1`` shows the full traceback
+instead. Python sessions get no hook (the hub interface keeps ordinary tracebacks).
 """
 
-import os
 import re
 import sys
 
+from fairseq import UserError, add_user_error_reader
 
-class UserError(Exception):
-    """Bad settings or bad input: the message says what is wrong and how to fix it."""
+__all__ = ["UserError", "cli_error", "register_user_error_messages", "user_error_message"]
 
 
 # fairseq's own exceptions for bad input, with the explanation a user needs.
@@ -64,8 +65,6 @@ _FAIRSEQ_USER_ERRORS = [
      "the checkpoint's optimizer state does not fit this model's parameters: resume with the "
      "settings it was trained with (define_cache_on_load and --define-cached-table drop the "
      "DeFINE units and are for inference only), or pass --reset-optimizer"),
-    ("CheckpointLoadError", r"(.*)", "{0}"),
-    ("ConfigLiteralError", r"(.*)", "{0}"),
 ]
 
 
@@ -90,28 +89,6 @@ def cli_error(prog: str, message) -> int:
     return 2
 
 
-def _excepthook(previous):
-    def hook(exc_type, exc, tb):
-        message = None if os.environ.get("FAIRSEQ_DEFINE_TRACEBACK") else user_error_message(exc)
-        if message is None:
-            return previous(exc_type, exc, tb)
-        cli_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq", message)
-        sys.stdout.flush()
-        # exit now: a data loader thread still running made the interpreter's shutdown abort
-        # ("terminate called without an active exception", exit 134) after the line; the
-        # data loader's worker processes go first (orphaned, they print tracebacks)
-        import multiprocessing
-
-        for child in multiprocessing.active_children():
-            child.terminate()
-        os._exit(1)
-
-    return hook
-
-
-def install_cli_excepthook() -> None:
-    """In fairseq's command-line tools only (``fairseq-*``): print user errors cleanly."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if prog.startswith("fairseq-") and not getattr(sys.excepthook, "_fairseq_define", False):
-        sys.excepthook = _excepthook(sys.excepthook)
-        sys.excepthook._fairseq_define = True
+def register_user_error_messages() -> None:
+    """fairseq's command-line hook (the patch's) prints the lines of user_error_message too."""
+    add_user_error_reader(user_error_message)

@@ -15,7 +15,8 @@ Every tool that writes a file (``fairseq-define-average-checkpoints``, ``-cache-
 
 fairseq's own checkpoint writes (``checkpoint_utils.torch_persistent_save`` and the copies to
 ``checkpoint_last.pt``/``checkpoint_best.pt``) follow the same rules through the patch
-(``fairseq_define_patch.py``), since fairseq-train runs without this package.
+(``fairseq_define_patch/hardening/checkpoint_writes.py``), since fairseq-train runs without
+this package.
 """
 
 import contextlib

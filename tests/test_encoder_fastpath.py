@@ -1,8 +1,8 @@
 """fairseq 0.12.2's encoder layers and torch's fused inference path, as patched
-(fairseq_define_patch.py: fairseq/modules/transformer_layer.py, fairseq/trainer.py): a loaded
-model in eval mode takes the fast path with the trained weights themselves (no untrained
-copies registered as parameters) and agrees with the normal path; checkpoints saved with the
-copies still load, translate the same and resume training."""
+(fairseq_define_patch/fairseq_bugs/encoder_fastpath.py: fairseq/modules/transformer_layer.py,
+fairseq/trainer.py): a loaded model in eval mode takes the fast path with the trained weights
+themselves (no untrained copies registered as parameters) and agrees with the normal path;
+checkpoints saved with the copies still load, translate the same and resume training."""
 
 import inspect
 import re

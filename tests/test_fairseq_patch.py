@@ -87,6 +87,29 @@ def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     assert last.startswith("ImportError: fairseq_define:") and fp.APPLY_COMMAND in last
 
 
+@pytest.mark.parametrize("raised, line", [
+    ("UserError('bad setting: fix it')", "fairseq-x: error: bad setting: fix it"),
+    # a fairseq exception that the plugin's reader knows, printed by the same hook
+    ("FileNotFoundError('Dataset not found: valid (data-bin)')", "fairseq-x: error: no binarized 'valid' split in data-bin"),
+])
+def test_one_user_error_class_and_one_hook(tmp_path, raised, line):
+    """The plugin's UserError is fairseq's, and loading the plugin installs no second hook."""
+    script = (
+        "import sys\n"
+        "sys.argv[0] = 'fairseq-x'\n"
+        "import fairseq\n"
+        "hook = sys.excepthook\n"
+        "import fairseq_define\n"
+        "from fairseq_define.errors import UserError\n"
+        "assert UserError is fairseq.UserError and sys.excepthook is hook, 'two classes or two hooks'\n"
+        f"raise {raised}\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(line)
+    assert "Traceback" not in proc.stderr
+
+
 def test_an_edit_whose_sides_overlap_is_rejected():
     """Otherwise reverting the shipped text would "succeed" and drift (np.float -> np.np.float)."""
     with pytest.raises(ValueError, match="ambiguous edit"):

@@ -29,5 +29,7 @@ def save_figure(fig, output: str, overwrite: bool = False) -> None:
         raise UserError(f"cannot write {output}: unknown image type '{ext}'; use a .png, .pdf or .svg file name")
     try:
         atomic_write(output, lambda f: fig.savefig(f, dpi=DPI, format=ext), overwrite=overwrite)
+    except UserError:  # already one line (a UserError is a ValueError)
+        raise
     except ValueError as e:
         raise UserError(f"cannot write {output}: {e}; use a .png, .pdf or .svg file name") from None

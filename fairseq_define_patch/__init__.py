@@ -1,0 +1,262 @@
+"""Make stock fairseq 0.12.2 work on Python 3.11, torch >= 2.6 and numpy 2, and harden it.
+
+fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
+checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
+numpy 2 removed (docs/fairseq_patch.md lists each failure). The same edits make fairseq's
+own tools safe with untrusted files and clear about bad input.
+The stock command-line tools (``fairseq-train``, ``fairseq-generate``, ...) import fairseq
+before any ``--user-dir`` is read, so an import-time workaround in this package cannot reach
+them: the installed files themselves are edited, once, by this module.
+
+Layout: one module per fix, each with its reason, the Python it inserts and its edits in
+every file it touches:
+
+- ``compat/``: Python 3.11, torch 2, numpy 2, sacrebleu 2, bitarray 3;
+- ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
+  DDP on CPU);
+- ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
+  bounded checkpoint loading, atomic writes, config strings parsed and never run, checks of
+  input files, settings and hub archives.
+
+``edits.py`` holds the edit types, ``hashes.py`` the SHA-256 table, this module the
+mechanics. Every edit is an exact text replacement in a file whose whole content is
+recognised by its SHA-256 (the file as shipped, or the file as this module leaves it).
+Anything else is refused: a different fairseq/hydra version or a file someone edited by hand
+is never touched. Writes are atomic (temporary file + rename), so an interrupted run leaves
+each file either original or patched. Running ``--apply`` again is a no-op; ``--check``
+exits non-zero unless every file is patched; ``--revert`` restores the shipped text.
+
+Usage::
+
+    fairseq-define-patch-fairseq --check
+    fairseq-define-patch-fairseq --apply
+    python -m fairseq_define_patch --revert
+"""
+
+import argparse
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import compat, fairseq_bugs, hardening
+from .edits import Edit, FairseqPatchError, FilePatch, one_patch_per_file
+from .hashes import SHA256
+
+__all__ = [
+    "APPLY_COMMAND", "Edit", "FairseqPatchError", "FilePatch", "PATCHES", "SHA256", "apply",
+    "apply_edits", "is_patched", "main", "require_patched_fairseq", "site_root", "statuses",
+]
+
+logger = logging.getLogger(__name__)
+
+APPLY_COMMAND = "fairseq-define-patch-fairseq --apply"
+SUPPORTED_VERSIONS = {"fairseq": "0.12.2", "hydra-core": "1.0.7"}
+
+# every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
+PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(
+    compat.PATCHES + fairseq_bugs.PATCHES + hardening.PATCHES
+)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def apply_edits(text: str, edits: Sequence[Edit], reverse: bool = False) -> str:
+    """Replace each edit's old text by its new text (or back, with ``reverse``). Each side
+    must occur exactly once, and never inside the other side, so that applying or reverting
+    can only succeed on the text it was written for."""
+    for edit in edits:
+        old, new = (edit.new, edit.old) if reverse else (edit.old, edit.new)
+        if text.count(old) != 1:
+            raise FairseqPatchError(
+                f"expected exactly one occurrence of {old[:60]!r}, found {text.count(old)}"
+            )
+        text = text.replace(old, new)
+    return text
+
+
+def site_root(distribution: str) -> Path:
+    """Directory holding the distribution's packages, found without importing them
+    (``import fairseq`` itself fails before the patch)."""
+    top = {"fairseq": "fairseq", "hydra-core": "hydra"}[distribution]
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        raise FairseqPatchError(
+            f"{distribution} is not installed in this Python ({sys.executable}); "
+            f"install it with: pip install {distribution}=={SUPPORTED_VERSIONS[distribution]}"
+        )
+    return Path(list(spec.submodule_search_locations)[0]).parent
+
+
+@dataclass
+class FileStatus:
+    patch: FilePatch
+    path: Path
+    state: str  # "patched" | "original" | "unknown" | "missing"
+
+
+def file_status(patch: FilePatch, root: Optional[Path] = None) -> FileStatus:
+    path = (root or site_root(patch.distribution)) / patch.path
+    if not path.is_file():
+        return FileStatus(patch, path, "missing")
+    digest = _sha256(path.read_text(encoding="utf-8"))
+    if digest == patch.patched_sha256:
+        state = "patched"
+    elif digest == patch.original_sha256:
+        state = "original"
+    else:
+        state = "unknown"
+    return FileStatus(patch, path, state)
+
+
+def check_versions() -> None:
+    for dist, want in SUPPORTED_VERSIONS.items():
+        try:
+            have = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            raise FairseqPatchError(
+                f"{dist} is not installed; install it with: pip install {dist}=={want}"
+            ) from None
+        if have != want:
+            raise FairseqPatchError(
+                f"{dist} {have} is installed, but this patch knows only {dist} {want}; "
+                f"install that version (pip install {dist}=={want}) and run {APPLY_COMMAND}"
+            )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def statuses(roots: Optional[Dict[str, Path]] = None) -> List[FileStatus]:
+    return [file_status(p, (roots or {}).get(p.distribution)) for p in PATCHES]
+
+
+def _refuse_unknown(found: List[FileStatus]) -> None:
+    bad = [s for s in found if s.state in ("unknown", "missing")]
+    if bad:
+        lines = "\n".join(f"  {s.path}: {s.state} content" for s in bad)
+        raise FairseqPatchError(
+            "refusing to patch: these files are neither the fairseq 0.12.2 / hydra-core "
+            f"1.0.7 originals nor the patched versions:\n{lines}\n"
+            "Reinstall them (pip install --force-reinstall --no-deps fairseq==0.12.2 "
+            f"hydra-core==1.0.7) and run {APPLY_COMMAND} again."
+        )
+
+
+def apply(roots: Optional[Dict[str, Path]] = None, reverse: bool = False) -> List[FileStatus]:
+    """Patch (or with ``reverse``, restore) every file; all-or-nothing on recognition."""
+    found = statuses(roots)
+    _refuse_unknown(found)  # check every file before writing any
+    target = "original" if reverse else "patched"
+    for st in found:
+        if st.state == target:
+            continue
+        text = st.path.read_text(encoding="utf-8")
+        new_text = apply_edits(text, st.patch.edits, reverse=reverse)
+        want = st.patch.original_sha256 if reverse else st.patch.patched_sha256
+        if _sha256(new_text) != want:  # the edit table and the hashes disagree: a bug here
+            raise FairseqPatchError(f"{st.path}: edited text does not match the expected hash")
+        _write_atomically(st.path, new_text)
+        logger.info("%s %s (%s)", "restored" if reverse else "patched", st.path, st.patch.why)
+    return statuses(roots)
+
+
+def is_patched() -> bool:
+    try:
+        return all(s.state == "patched" for s in statuses())
+    except FairseqPatchError:
+        return False
+
+
+def require_patched_fairseq() -> None:
+    """Raise one clear ImportError when fairseq is not (yet) usable on this stack."""
+    try:
+        check_versions()
+        found = statuses()
+    except FairseqPatchError as e:
+        raise ImportError(f"fairseq_define: {e}") from None
+    not_patched = [s for s in found if s.state != "patched"]
+    if not_patched:
+        names = ", ".join(s.patch.path for s in not_patched)
+        raise ImportError(
+            "fairseq_define: the installed fairseq 0.12.2 is not patched for Python 3.11 / "
+            f"torch >= 2.6 / numpy 2 ({names}). Run `{APPLY_COMMAND}` "
+            "(or `python -m fairseq_define_patch --apply`) in this environment."
+        )
+
+
+def _print_hashes() -> None:
+    """Maintainers: the SHA256 table for the edits as they are now, read from the shipped
+    files or from files patched with the same edit table."""
+    for p in PATCHES:
+        text = (site_root(p.distribution) / p.path).read_text(encoding="utf-8")
+        results = []
+        for reverse in (False, True):
+            try:
+                results.append((reverse, apply_edits(text, p.edits, reverse=reverse)))
+            except FairseqPatchError:
+                pass
+        if len(results) != 1:
+            raise FairseqPatchError(f"{p.path}: cannot tell shipped from patched text; fix the edits")
+        if results[0][0]:
+            text = results[0][1]  # the file was patched: the shipped text is the reverted one
+        sys.stdout.write(
+            f'    "{p.path}": (\n        "{_sha256(text)}",\n'
+            f'        "{_sha256(apply_edits(text, p.edits))}",\n    ),\n'
+        )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fairseq-define-patch-fairseq",
+        description="Patch the installed fairseq 0.12.2 and hydra-core 1.0.7 so that "
+        "fairseq works on Python 3.11, torch >= 2.6 and numpy 2, and refuses bad input "
+        "and unsafe files with one line.",
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="report; exit 1 unless patched")
+    mode.add_argument("--apply", action="store_true", help="patch (no-op if already done)")
+    mode.add_argument("--revert", action="store_true", help="restore the shipped files")
+    mode.add_argument("--print-hashes", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.print_hashes:
+        _print_hashes()
+        return 0
+    try:
+        check_versions()
+        if args.check:
+            found = statuses()
+        else:
+            found = apply(reverse=args.revert)
+    except FairseqPatchError as e:
+        logger.error("error: %s", e)
+        return 2
+    for st in found:
+        logger.info("%-9s %s", st.state, st.path)
+    if args.check and any(s.state != "patched" for s in found):
+        logger.error("fairseq is not patched: run %s", APPLY_COMMAND)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Hardening: bad input gets one line naming the problem and the fix (fairseq.UserError, one
+hook), untrusted files (checkpoints, config strings, hub archives) cannot run code or
+exhaust memory, and writes are atomic. Each module is one fix: its reason, the Python it
+inserts, and its edits in every file it touches."""
+
+from . import (
+    checkpoint_loading,
+    checkpoint_writes,
+    config_literals,
+    dataset_files,
+    generation_inputs,
+    hub_archives,
+    model_overrides,
+    plugin_loading,
+    preprocess_inputs,
+    training_settings,
+    user_error,
+)
+
+# the order in which a file's edits are applied (edits.one_patch_per_file)
+GROUPS = (
+    user_error,
+    plugin_loading,
+    checkpoint_loading,
+    checkpoint_writes,
+    config_literals,
+    model_overrides,
+    training_settings,
+    preprocess_inputs,
+    dataset_files,
+    generation_inputs,
+    hub_archives,
+)
+PATCHES = sum((group.PATCHES for group in GROUPS), ())

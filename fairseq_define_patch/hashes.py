@@ -1,0 +1,257 @@
+"""(shipped, patched) SHA-256 of each file the patch edits.
+
+After changing an edit, regenerate with ``python -m fairseq_define_patch --print-hashes``
+and review the diff."""
+
+from typing import Dict, Tuple
+
+SHA256: Dict[str, Tuple[str, str]] = {
+    "fairseq/dataclass/configs.py": (
+        "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
+        "9215fade9365eb5b86d669bd2dce0be950a00fd5d2870c6da1e7f38ab253e788",
+    ),
+    "fairseq/models/transformer/transformer_config.py": (
+        "2a8c6eab00c3ac2d03896970ef13c68bf5b0ce454d756dfa04f7211b22fcb0be",
+        "c61dba2f0d04c1b76a37e5d326d8e85fc090667808fed9adc5c0c20d94b385a7",
+    ),
+    "hydra/conf/__init__.py": (
+        "ebb83d718384db8e54bdae9b300e3c3fba6ee0b9462922939c5b7290b7af8907",
+        "d78d053b135dd9d96cf7c9b6a13eeadfab034cc6acb492f8cff8b5fa34127b2e",
+    ),
+    "fairseq/dataclass/initialize.py": (
+        "35bb8e50614902ad385e467fba4e251c7c5203fbd34398c1974a416c4ddc72d8",
+        "703e8407c3e0df98c734239ecc396518c737f72129c6309b03ab8f980e2bbe6c",
+    ),
+    "fairseq/checkpoint_utils.py": (
+        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
+        "4eae81a7aba1d12aaa128e82c06e92e8e3a60e002853829f897ca0ae8100fde2",
+    ),
+    "fairseq/distributed/utils.py": (
+        "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
+        "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
+    ),
+    "fairseq/modules/transformer_layer.py": (
+        "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
+        "9d758e673c8dec3f9035b67f2d5e9bd023a9e612b2ea2e5046be0daa0a19f545",
+    ),
+    "fairseq/trainer.py": (
+        "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
+        "667ee4c528ece77d2f60b996a2735ffad9a7cea5a94eadc52aac16c65dfef4d0",
+    ),
+    "fairseq/models/distributed_fairseq_model.py": (
+        "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
+        "e79df53c21490e684524ca9ee2a017224d2370e4b1f1c0f3d97386e310d50b5a",
+    ),
+    "fairseq/data/token_block_dataset.py": (
+        "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
+        "a96923cf97527de067f38b1750b4b536c0a5883c974e6caee9ff6c77edd3693b",
+    ),
+    "fairseq/data/language_pair_dataset.py": (
+        "f3c660f952d5d924fb3c8ce4bcf02857f9b0cab1658ea35fe6bd510e12a710b2",
+        "0452d3f4d6d3aed5b33bdb94f049c2a7d2b9db0540dd77173dca1c4430a04ff9",
+    ),
+    "fairseq/data/data_utils.py": (
+        "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
+        "bfe0f132dac426103afd9128709fc08f6077ad78715fc77e89b94f14d7e92acd",
+    ),
+    "fairseq/data/indexed_dataset.py": (
+        "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
+        "a6206de271b9d9ad05fbe79febe0e1a5b3ff50cfcfc15c2bc051d85d9fb95024",
+    ),
+    "fairseq/modules/dynamic_crf_layer.py": (
+        "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
+        "683aecffafc4d6ba11242819be34cbd234e2ef25459c86b8f89fbf9a99bd1c18",
+    ),
+    "fairseq_cli/score.py": (
+        "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
+        "0081cde90e7ea6709749ad8b38b521b6ac3b018da27fa9d2dbcea0fe5c7db0b4",
+    ),
+    "fairseq/__init__.py": (
+        "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
+        "7474e0446adb2e18fe076347abf3072d1ed6b6cfdae7116067e1e94843736099",
+    ),
+    "fairseq/models/__init__.py": (
+        "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
+        "cfa9aad778cd747165dd93bfc4eab8f65134dbbb598d6050ca15110dfdfbf2cc",
+    ),
+    "fairseq/tasks/__init__.py": (
+        "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
+        "ba61361785300d84315efe2c687f27dadcfcd630aa147583ea08ec2cec827c77",
+    ),
+    "fairseq/options.py": (
+        "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
+        "c29cbefc32f6f151f1189c4cc9dd505cfc6b44582482876a131c31454ee471e1",
+    ),
+    "fairseq/utils.py": (
+        "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
+        "ed1f036ef37e5a0046055f2a8f4d1e35f288e3893856748b51326e8555d556a6",
+    ),
+    "fairseq_cli/preprocess.py": (
+        "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
+        "7ce704a523083ddb7e2d71318205220e80ff684a94d6110ff415ae27529c0583",
+    ),
+    "fairseq/tasks/language_modeling.py": (
+        "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
+        "89a026caae8dc48eb9225649a79579f899deb43669d260f7825aa4c882edd7c8",
+    ),
+    "fairseq/tasks/translation.py": (
+        "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
+        "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
+    ),
+    "fairseq_cli/train.py": (
+        "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
+        "ea6e7ec94cc087adfbb6625fb64b8ec4117338c3adee17d3b794b1ef0de9d70a",
+    ),
+    "fairseq_cli/validate.py": (
+        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
+        "26f81fde729c6905b0c84f1cb23bf8914bd64663395e101bcff46cd3178bf480",
+    ),
+    "fairseq/optim/adam.py": (
+        "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
+        "f32cdc91a4f71e446c59ea7984fd1f2f7bc245fddc84f7b31f2f45917d11537e",
+    ),
+    "fairseq/optim/cpu_adam.py": (
+        "e531d0c18bd09f83cb57f0ea588bc1b4dc076186b082ac6ace4d9478bc0788aa",
+        "2e7f4938526153e9788af4b786c9dc69c662bb1ada992b9eba11db1c6389fc03",
+    ),
+    "fairseq/optim/adamax.py": (
+        "80ba89321adc25182a84fc1b3a400636ac20615fca3042b48056a52637f568f5",
+        "4d7587e6d718becdfca593d9836fea23443f222bb6c42085b969f7d750e1d692",
+    ),
+    "fairseq/optim/adafactor.py": (
+        "d9afe0094f757782082dc69ce8c93c1e053beb0266101d4de0e61837d8e69b55",
+        "59348a8e19f2ed11357051cc90dc6c7b1dffd9b98897ba16720e423fa5084e78",
+    ),
+    "fairseq/optim/fused_lamb.py": (
+        "abd3267516b3fba406218fe578d1f39f9e528e4ca4a1c78ab78313f4025a313e",
+        "5183e841f11d13c281873fd3c1de4c6ad17b31f243716870b9224f375b1f4d81",
+    ),
+    "fairseq/criterions/ctc.py": (
+        "8fce1814132d5fb02e416ed56e60a8f44fcc2f0e869b51eb6a2f4bdf7615c050",
+        "4a0162d1c90b1a3a76ab41f5e68cd751c3194a617f870eb01cd2c7b5be8df966",
+    ),
+    "fairseq/models/lightconv_lm.py": (
+        "abd4dccda69a568790cf9fe6609e91fde573cff8f9edd4f8a08743f4d69bf04f",
+        "ffca653c6ac6f452b19b746f477fb4d4b02d1f8ce6ef8c12b793c0aee54df493",
+    ),
+    "fairseq/models/hubert/hubert.py": (
+        "69e2cec392646e2f8af3647ea7d322ab7b264b695ed32ad23a3d15c57f4927c2",
+        "dc34efbfd44cd226409df72831c15c83aa1040d9033fe664f040852673b48cf3",
+    ),
+    "fairseq/models/transformer_lm.py": (
+        "21f2a6296174004c1f5898dd331fa9ecfd522f4f21fa0a45171b2a9a3b258b22",
+        "68e8da037d11f87e7f900babdd0ca4c546964842508e1218fd105ee0b0f2c69e",
+    ),
+    "fairseq/models/fconv_lm.py": (
+        "9074aac0e2b908a001d1526b9eb2de168afb1eada5778578169f3e65cb948777",
+        "608292b7b8d8797593f82b1b15a07b273c4100111518250a86627a7dd6e6b25d",
+    ),
+    "fairseq/models/fconv.py": (
+        "432597def375aad222b2ba9dcdb5b51b0a46b992e90f8a8e1641b091c8d3eb80",
+        "b4cdeb1601d82b88ed65ed0b9481a73e4d84f04d5e9cac8369396fc025a1afff",
+    ),
+    "fairseq/models/fconv_self_att.py": (
+        "83463739f7ba798d73098c7b17a2c6ea13b6fdf8f3083ba577cbca21864d7a36",
+        "fe28139d61b28833592088c0179b9dedb55194f6a9182ce0fc0491d75a1afbff",
+    ),
+    "fairseq/models/wav2vec/wav2vec2.py": (
+        "a97951fc1c48fd02f8ed2eb32b7215bfcce14b8f82a31e59382c06f12505b959",
+        "da7117c81429fc24cb3dd0f08eca55b55e2b4811fbf62cef33a9d40c9fcfd290",
+    ),
+    "fairseq/models/wav2vec/wav2vec.py": (
+        "d8f8b654ced06cfe871469b27cc722e71a0be4a2b727f6f466ecf9ff823406f4",
+        "88d1d81680bdce86bf963fd32f3ec4ec6767fe0b98f2dc5bec25977b9e08ffdf",
+    ),
+    "fairseq/models/speech_to_text/s2t_wav_transformer.py": (
+        "7f9efa809c420611b8caff9d5ca246126e5590f0c974c3e20b601a9662b3a6e7",
+        "92224455760e5a8bf635c2be18f62623f97d6262b6adaa7b75c32d0ec38f9dc6",
+    ),
+    "fairseq/data/audio/raw_audio_dataset.py": (
+        "f6ba8f5c51f3afe559d4537269d01b01c3eb621bc42aec37d8a969e017cb669b",
+        "4ed666af01d6ab9de27c67f2fd2f2cfc0253b3652493bc825f3599387cd09f97",
+    ),
+    "fairseq/data/codedataset.py": (
+        "c79ca7db7a9eb8326d6bee08373b9e0a85ee3ee9ab1bd0320bd6b392ed2df74e",
+        "bd4fa30bba1cfbd15b2c461e08e8d25589f76106870a4f3174886a22982157ec",
+    ),
+    "fairseq_cli/eval_lm.py": (
+        "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
+        "8ef13a530861ebb20369476c6692ce04b86373f045f7338b69cba83eae1cd309",
+    ),
+    "fairseq/examples/data2vec/models/data2vec_audio.py": (
+        "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
+        "bb797ffc55934083797ec8449790cacc56f408bea3cd21bad749f04a1fa34801",
+    ),
+    "fairseq/examples/speech_recognition/models/w2l_conv_glu_enc.py": (
+        "7a44090a3a9512f4a319d4ecf9348c3a104c634a48d4be95f2c292f20418caae",
+        "a42b702096cdd59c9590dc3217c5bb182adadd36336b06f164d19f498e6d008d",
+    ),
+    "fairseq/examples/speech_recognition/models/vggtransformer.py": (
+        "2c748f4892f427eb073f09555f57f56dd10da0356c4a0f42663e5ef51b859b94",
+        "f72816fe7b850a06d2f7a4a625c9088b1b21389aa597e6d3be428580e09bf8e8",
+    ),
+    "fairseq/examples/criss/save_encoder.py": (
+        "3131ca22bff94824c1da448d9d6b53a7d4fee774758c50bb52ce0f6f499c3fa6",
+        "14af6e695b50663c4794b1d7022a2e25a65b5db6173e8bc53aec571fd37bae06",
+    ),
+    "fairseq/examples/discriminative_reranking_nmt/drnmt_rerank.py": (
+        "722289d068c1d21d391d7fab604c2d5828f85403e8eaf8ad61a18fc0006c192c",
+        "abdb52428a8ba8997e2f5ee6a387fb911a2396de47f791b3e17532578d68ae4d",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/data_utils.py": (
+        "e6f6b95380be8e96b45d026eb6f4a24f380b8da7d35d91607e583cdfca044ec9",
+        "cead50a1fe7e2174ea400dba0671aea6b55568f07c35a8ec97d3fb2613388a40",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/quantize_f0.py": (
+        "1231c9f882fc5bd1ad8c3cb4b62efa55aa7adc3bb73094ed8bf2bb23548ced99",
+        "aa4b677798c35b9053a5920a8dc39454f438af04f3d07b7a4b0ac2e532261216",
+    ),
+    "fairseq/examples/textless_nlp/pgslm/sample/sample.py": (
+        "c5a1f8c807e521e18e48d742c5a33b0279b702ad9be36738f99608bb1ae53a92",
+        "1632cdb32e61d00bb2188de9af2b61e0b4619e7f8f98e014c573f637a1dd4fd1",
+    ),
+    "fairseq/examples/data2vec/models/data2vec_text.py": (
+        "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
+        "27688c5d92d97ecb26f2f1c20e3bed1d7ebe13e5977cb14e2f5e171411a4e462",
+    ),
+    "fairseq/examples/speech_recognition/new/infer.py": (
+        "1880e1911e2f7c4c55b5c8328da854e416f8ba6f582e56d22e217acdf903ef41",
+        "4646ef0726ce9e9343b4ea0ac570c673ba4be720b307fc6a3105727619f29b9d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": (
+        "ac2d32fb2a325186b2f9f69612bbe525a94f8c3a0a17777e2e8704efc0a49863",
+        "71d0c6db730c992e21cdabf96092eced91e9f588c0664a44514d835debc1d4e8",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": (
+        "457f636ad85d3b5c0979f6b8d7bddfbb4bf0b6ae502a09cbc781f746cba5524f",
+        "d67377635ba0bfc1d65727d25aeecf0345b366587e8f5d58db1ae190cead4b0d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
+        "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
+    ),
+    "fairseq/modules/multihead_attention.py": (
+        "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
+        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
+    ),
+    "fairseq/data/huffman/huffman_coder.py": (
+        "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
+        "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
+    ),
+    "fairseq/file_utils.py": (
+        "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
+        "77e575c2274427f5e245316b41bb9f0310750ea839a8e4f4ba713f602004e2fd",
+    ),
+    "fairseq/sequence_generator.py": (
+        "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
+        "ca0eff3e02ea90ca4bd76af452c84a408c0deb5d068b30769a2fb630763e1ffb",
+    ),
+    "fairseq_cli/interactive.py": (
+        "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
+        "e627a67e5a7d65841dbcad3a4d5957f634ef9bdab5609985900c41cf902fcd78",
+    ),
+    "fairseq_cli/generate.py": (
+        "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
+        "5157622f097b1b8621b9ded8d2eaf4b4e77c9160dfb81d1b63736904765b6160",
+    ),
+}
