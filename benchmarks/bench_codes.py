@@ -21,7 +21,7 @@ import time
 import torch
 
 import fairseq_define  # noqa: F401
-from fairseq_define.modules.compositional_codes import (
+from fairseq_define.modules.compression.compositional_codes import (
     autoencoder_codes,
     embedding_tables,
     refine_codes,

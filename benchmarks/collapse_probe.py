@@ -35,7 +35,7 @@ from fairseq.data import Dictionary
 import fairseq_define  # noqa: F401  (registers the architectures)
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel
-from fairseq_define.modules.unit_grad_scale import _GradScale, centre_reduce_bias
+from fairseq_define.modules.stability.unit_grad_scale import _GradScale, centre_reduce_bias
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 

@@ -3,7 +3,7 @@
 ``fairseq/delight_modules``), for benchmark 1's speed comparison only.
 
 Written here from reading that code, not copied from it, and not part of the package: the
-package's ``--define-style authors`` unit (fairseq_define/modules/define_unit_authors.py) has
+package's ``--define-style authors`` unit (fairseq_define/modules/define/unit_authors.py) has
 the same layers and the same outputs (``TheirDefineEmbedding.from_ours`` copies its weights;
 the benchmark and tests/test_benchmarks.py check the outputs agree). What is kept from
 their code is the order of the work, which is what the benchmark times:

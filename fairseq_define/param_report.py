@@ -7,7 +7,7 @@ from typing import Dict
 import torch.nn as nn
 from fairseq.modules import AdaptiveInput, AdaptiveSoftmax
 
-from .modules.define_embedding import UNIT_TYPES
+from .modules.define.embedding import UNIT_TYPES
 
 logger = logging.getLogger(__name__)
 

@@ -87,7 +87,7 @@ def model_map(kind, vocab=40, n=16, cutoff=(20,), factor=4.0):
     below ``cutoff`` n wide, the next n / factor, each projected to n)."""
     if kind == "standard":
         return None
-    from fairseq_define.modules.adaptive_io import ProjectedAdaptiveInput
+    from fairseq_define.modules.lm.adaptive_io import ProjectedAdaptiveInput
 
     return ProjectedAdaptiveInput(vocab, 1, n, factor, n, list(cutoff))
 

@@ -7,7 +7,7 @@ import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
-from fairseq_define.modules.define_config import DefineConfigError
+from fairseq_define.modules.define.config import DefineConfigError
 
 from .helpers import USER_DIR, define_options, model_map, run_cli, subprocess_run_interactive
 

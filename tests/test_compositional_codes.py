@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fairseq.data import Dictionary
-from fairseq_define.modules.compositional_codes import (
+from fairseq_define.modules.compression.compositional_codes import (
     CompositionalEmbedding,
     fit_codebooks,
     learn_codes,
@@ -121,7 +121,7 @@ def test_compressed_model_saves_loads_and_ties_its_output_to_the_decoded_table(k
 def test_define_transformer_output_projection_follows_the_compressed_map():
     from fairseq import options
     from fairseq_define.models.define_transformer import DefineTransformerModel
-    from fairseq_define.modules.compositional_codes import TiedLinear
+    from fairseq_define.modules.compression.compositional_codes import TiedLinear
 
     d = Dictionary()
     for i in range(60):
@@ -154,7 +154,7 @@ def test_define_transformer_output_projection_follows_the_compressed_map():
 def test_only_token_tables_that_shrink_are_compressed_and_padding_stays_zero():
     from fairseq.modules import LearnedPositionalEmbedding
 
-    from fairseq_define.modules.compositional_codes import embedding_tables
+    from fairseq_define.modules.compression.compositional_codes import embedding_tables
 
     model = torch.nn.Module()
     model.tokens = torch.nn.Embedding(100, 16, padding_idx=1)

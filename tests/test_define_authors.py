@@ -22,7 +22,7 @@ from fairseq_define.modules import (
     build_schedule,
     cache_define_tables,
 )
-from fairseq_define.modules.define_config import DEFAULT_DEFINE_STYLE
+from fairseq_define.modules.define.config import DEFAULT_DEFINE_STYLE
 from fairseq_define.tools import params
 
 from .helpers import USER_DIR, define_cfg, define_options, model_map, run_cli
@@ -315,7 +315,7 @@ def test_embedding_builds_the_authors_unit_and_scales_a_standard_map_by_sqrt_n()
 def test_authors_adaptive_map_scales_each_band_by_sqrt_of_its_width(adaptive_cls):
     from fairseq.modules import AdaptiveInput
 
-    from fairseq_define.modules.adaptive_io import ProjectedAdaptiveInput
+    from fairseq_define.modules.lm.adaptive_io import ProjectedAdaptiveInput
 
     torch.manual_seed(0)
     cutoff = [10, 20]

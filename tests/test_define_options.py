@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from fairseq_define.models.lstm_lm import LSTMLMConfig
 from fairseq_define.modules import DefineConfig, DefineOptions
-from fairseq_define.modules.define_config import REMOVED_SETTINGS
+from fairseq_define.modules.define.config import REMOVED_SETTINGS
 
 from .helpers import define_cfg
 
@@ -88,9 +88,9 @@ def test_every_define_flag_reaches_the_options():
 
 
 def test_every_style_choice_has_one_row_in_the_styles_table():
-    from fairseq_define.modules.define_config import DEFINE_STYLE_CHOICES
-    from fairseq_define.modules.define_embedding import UNIT_TYPES
-    from fairseq_define.modules.define_styles import STYLES
+    from fairseq_define.modules.define.config import DEFINE_STYLE_CHOICES
+    from fairseq_define.modules.define.embedding import UNIT_TYPES
+    from fairseq_define.modules.define.styles import STYLES
 
     assert set(STYLES) == {str(choice.value) for choice in DEFINE_STYLE_CHOICES}
     assert set(UNIT_TYPES) == {style.unit for style in STYLES.values()}
@@ -102,7 +102,7 @@ def test_the_embedding_takes_everything_style_specific_from_the_table(monkeypatc
     import torch
 
     from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule
-    from fairseq_define.modules.define_styles import STYLES, Style
+    from fairseq_define.modules.define.styles import STYLES, Style
 
     calls = []
 

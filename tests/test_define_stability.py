@@ -13,8 +13,8 @@ from fairseq.data import Dictionary
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
-from fairseq_define.modules.group_linear import GroupLinear
-from fairseq_define.modules.unit_grad_scale import centre_unit_gradients
+from fairseq_define.modules.define.group_linear import GroupLinear
+from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 from .helpers import define_options, ptb_style

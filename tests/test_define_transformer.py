@@ -8,7 +8,7 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_define.modules import DefineConfigError, DefineEmbedding, cache_define_tables
-from fairseq_define.modules.unit_tied_output import UnitTiedOutputProjection
+from fairseq_define.modules.define.unit_tied_output import UnitTiedOutputProjection
 from fairseq_define.param_report import parameter_distribution
 from fairseq_define.tools.params import build_arch
 

@@ -5,8 +5,8 @@ the stream layouts of the contiguous_lm task."""
 import pytest
 import torch
 
-from fairseq_define.modules.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
-from fairseq_define.modules.relative_attention import (
+from fairseq_define.modules.lm.adaptive_io import ProjectedAdaptiveInput, ProjectedAdaptiveSoftmax
+from fairseq_define.modules.lm.relative_attention import (
     RelativeMultiheadAttention,
     attention_mask,
     rel_shift,
@@ -176,7 +176,7 @@ def test_training_rows_split_evenly_for_each_shard():
 
 
 def test_cached_define_table_gives_the_live_units_outputs():
-    from fairseq_define.modules.define_embedding import cache_define_tables
+    from fairseq_define.modules.define.embedding import cache_define_tables
 
     torch.manual_seed(5)
     model = tiny_model(define_transform="define", define_expand_dim=32, define_depth=2, adaptive_cutoff="20")

@@ -20,10 +20,10 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.modules import BaseLayer
 
 from ..modules.config_bounds import check_settings
-from ..modules.define_config import DefineConfig, DefineConfigError
-from ..modules.define_embedding import DefineEmbedding
-from ..modules.define_options import DefineOptions
-from ..modules.unit_tied_output import UnitTiedOutputProjection
+from ..modules.define.config import DefineConfig, DefineConfigError
+from ..modules.define.embedding import DefineEmbedding
+from ..modules.define.options import DefineOptions
+from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import TABLE_3, TABLE_3_UNIT, table_architectures
 from .hub_interface import TranslationHubInterface

@@ -26,11 +26,11 @@ from fairseq.models.transformer_lm import (
     transformer_lm_baevski_wiki103,
 )
 
-from ..modules.adaptive_io import ProjectedAdaptiveInput
+from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
-from ..modules.define_config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError
-from ..modules.define_embedding import DefineEmbedding
-from ..modules.define_options import DefineOptions
+from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError
+from ..modules.define.embedding import DefineEmbedding
+from ..modules.define.options import DefineOptions
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import tlm_wiki103
 from .inference_tables import InferenceTablesMixin

@@ -4,8 +4,8 @@ with ``define_cache_on_load``, replace the DeFINE units by cached tables."""
 
 import logging
 
-from ..modules.compositional_codes import restore_compressed_embeddings
-from ..modules.define_embedding import cache_define_tables
+from ..modules.compression.compositional_codes import restore_compressed_embeddings
+from ..modules.define.embedding import cache_define_tables
 
 logger = logging.getLogger(__name__)
 

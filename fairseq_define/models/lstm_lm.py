@@ -28,9 +28,9 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model
 
-from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
-from ..modules.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
-from ..modules.define_config import (
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
+from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
+from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,

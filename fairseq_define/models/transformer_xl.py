@@ -24,14 +24,14 @@ from fairseq.models import register_model
 from fairseq.modules import FairseqDropout
 from omegaconf import II
 
-from ..modules.adaptive_io import ProjectedAdaptiveSoftmax
-from ..modules.define_config import (
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
+from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
 )
-from ..modules.define_embedding import DefineEmbedding
-from ..modules.relative_attention import (
+from ..modules.define.embedding import DefineEmbedding
+from ..modules.lm.relative_attention import (
     TransformerXLLayer,
     attention_mask,
     init_transformer_xl_weights,

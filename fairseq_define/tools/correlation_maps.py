@@ -62,7 +62,7 @@ def correlation_maps(embed, vocab_size: int, max_tokens: Optional[int] = None, c
     or adaptive table, a cached table) gives what it has."""
     import torch
 
-    from ..modules.define_embedding import DefineEmbedding
+    from ..modules.define.embedding import DefineEmbedding
 
     if max_tokens is not None and max_tokens < 1:
         raise UserError(f"--max-tokens-vocab must be at least 1, got {max_tokens}")

@@ -29,10 +29,10 @@ from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, buil
 
 from ..errors import UserError, cli_error
 from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
-from ..modules.define_config import DefineConfigError
-from ..modules.define_embedding import UNIT_TYPES
-from ..modules.define_schedule import build_schedule, default_max_groups
-from ..modules.define_unit import DefineUnit
+from ..modules.define.config import DefineConfigError
+from ..modules.define.embedding import UNIT_TYPES
+from ..modules.define.schedule import build_schedule, default_max_groups
+from ..modules.define.unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
 from .paper_tables import (
     LSTM_WT103,

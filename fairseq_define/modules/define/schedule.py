@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .define_config import DefineConfigError, check_positive, check_unit_sizes
+from .config import DefineConfigError, check_positive, check_unit_sizes
 
 # transform -> (group schedule, skip connection to the input, feature shuffle)
 _TRANSFORMS = {

@@ -17,13 +17,13 @@ from typing import Callable, Optional, Tuple
 import torch
 from fairseq.modules import AdaptiveInput
 
-from .adaptive_io import band_scaled_forward
-from .awd_regularization import locked_dropout
-from .define_config import DefineConfigError
-from .define_schedule import build_schedule
-from .define_schedule_authors import build_authors_schedule
-from .define_unit import DefineUnit
-from .define_unit_authors import AuthorsDefineUnit
+from ..lm.adaptive_io import band_scaled_forward
+from ..lm.awd_regularization import locked_dropout
+from .config import DefineConfigError
+from .schedule import build_schedule
+from .schedule_authors import build_authors_schedule
+from .unit import DefineUnit
+from .unit_authors import AuthorsDefineUnit
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import List, Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from ..errors import UserError
-from .config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
+from ...errors import UserError
+from ..config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
 
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
     ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]

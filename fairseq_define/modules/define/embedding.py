@@ -10,10 +10,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
-from .define_config import DefineConfigError
-from .define_options import DefineOptions
-from .define_styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
-from .unit_grad_scale import centre_reduce_bias, centre_unit_gradients, scale_unit_gradients
+from .config import DefineConfigError
+from .options import DefineOptions
+from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
+from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, scale_unit_gradients
 
 
 def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):

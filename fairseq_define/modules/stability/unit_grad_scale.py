@@ -22,7 +22,7 @@ import logging
 import torch
 import torch.nn as nn
 
-from .group_linear import GroupLinear
+from ..define.group_linear import GroupLinear
 
 logger = logging.getLogger(__name__)
 

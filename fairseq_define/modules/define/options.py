@@ -17,7 +17,7 @@ is built (define_schedule.py, define_schedule_authors.py; the size bounds of bot
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from .define_config import DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError, check_positive, parse_int_list
+from .config import DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError, check_positive, parse_int_list
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class DefineOptions:
     def from_config(cls, cfg) -> "DefineOptions":
         """The options of a config holding DefineConfig's fields; raises
         :class:`DefineConfigError` for a setting no model size could make valid."""
-        from .define_styles import resolve_style  # the styles' table imports the modules that take these options
+        from .styles import resolve_style  # the styles' table imports the modules that take these options
 
         s = read_define_config(cfg)
         transform = str(s.define_transform)

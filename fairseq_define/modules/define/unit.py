@@ -6,7 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
-from .define_schedule import DefineSchedule
+from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
 

@@ -27,7 +27,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .define_config import DefineConfigError, check_positive, check_unit_sizes
+from .config import DefineConfigError, check_positive, check_unit_sizes
 
 # smallest group their code aims for: g_max = 2^ceil(log2(m // 32))
 MIN_FEATURES_PER_GROUP = 32

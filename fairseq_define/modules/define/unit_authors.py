@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 from fairseq.modules import FairseqDropout
 
-from .define_schedule_authors import AuthorsSchedule
-from .define_unit import _ACTIVATIONS, split_and_mix
+from .schedule_authors import AuthorsSchedule
+from .unit import _ACTIVATIONS, split_and_mix
 from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
 

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput
 
-from ..errors import UserError
+from ...errors import UserError
 
 
 def at_least_float(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""Compression of DeFINE tables (compositional codes, paper Table 5)."""

@@ -1,0 +1,1 @@
+"""The DeFINE unit and embedding (paper section 3): settings, styles, schedules, units, the embedding."""

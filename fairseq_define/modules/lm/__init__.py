@@ -1,0 +1,1 @@
+"""Language-model parts: adaptive input and softmax, relative attention (Transformer-XL), AWD-LSTM regularizers."""
