@@ -83,10 +83,11 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
                           extra={"checkpoint": ckpt.name, "eval_args": list(study.eval_args)})
 
     arms = select_arms(grid, args.arms)
-    results = run_arms(arms, workdir, run_one, budget, args.jobs)
+    records = out_dir / "runs"  # each arm's result, committed with the report: the study resumes anywhere
+    results = run_arms(arms, workdir, run_one, budget, args.jobs, records)
     if not (args.no_second_seed or args.quick or args.arms):
         seeds = [a.with_seed(2) for a in best_per_family(arms, results, study.second_seed_families, "valid_ppl", False)]
-        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records))
         arms = list(arms) + seeds
     report = Report(
         title=study.title + (" (quick mode: not a result)" if args.quick else ""),

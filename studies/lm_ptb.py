@@ -14,11 +14,9 @@ DeFINE (paper or authors' unit) or the projective map?
              0.05, weight drop 0.3), output tied at n; awd_lm_loss (AR 2, TAR 1), BPTT 70,
              batch 20, AWD-LSTM's optimizer as the project's Table 1c recipe runs it
              (run_scripts/lib.sh, awd_ptb): --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30
-             --nonmono 5 --clip-norm 0.25, the DeFINE unit's gradients scaled by 0.01
-             (--define-unit-grad-scale; 0.1 for the authors' unit), the LSTM's plain input
-             gradient (--lstm-input-centring none): the defaults when the study ran, pinned so
-             that it reproduces; the defaults since (0.01 for both units, embedding) train the
-             authors' unit far better (docs/stability.md), validation every 250
+             --nonmono 5 --clip-norm 0.25; every DeFINE setting at the default a user gets (the
+             unit's gradients scaled by 0.01 for both styles, --define-unit-centring batch_mean,
+             --lstm-input-centring embedding; docs/stability.md), validation every 250
              updates (NT-ASGD's trigger), seed 1; checkpoint_best (the averaged weights once
              NT-ASGD averages) scored on the full valid and test splits.
   Arms:      standard table n = m = 256 and n = m = 128 (the AWD-LSTM baseline); at n = 128 and
@@ -54,8 +52,7 @@ def arms(quick: bool) -> List[Arm]:
         if n == ns[0]:
             out.append(Arm(f"define_authors_n{n}", "DeFINE (authors)", ARCH,
                            (*common, "--define-map-dim", str(n), "--define-out-dim", str(m), "--define-expand-dim",
-                            str(2 * m), "--define-depth", "3", "--define-style", "authors",
-                            "--define-unit-grad-scale", "0.1"), m, n))
+                            str(2 * m), "--define-depth", "3", "--define-style", "authors"), m, n))
         out.append(Arm(f"projective_n{n}", "projective", ARCH,
                        (*common, "--define-map-dim", str(n), "--define-out-dim", str(m), "--define-transform",
                         "projective"), m, n))
@@ -68,7 +65,7 @@ def recipe(updates: int, quick: bool) -> List[str]:
     return ["--task", "contiguous_lm", "--criterion", "awd_lm_loss", "--batch-size", "20",
             "--tokens-per-sample", "35" if quick else "70", "--clip-norm", "0.25", "--optimizer", "nt_asgd",
             "--lr-scheduler", "nt_asgd", "--lr", "30", "--nonmono", "5",
-            "--lstm-input-centring", "none", "--distributed-world-size", "1",
+            "--distributed-world-size", "1",
             "--no-epoch-checkpoints", "--validate-interval-updates", str(max(updates // 2, 1) if quick else 250)]
 
 

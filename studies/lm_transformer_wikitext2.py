@@ -5,13 +5,13 @@ baseline at the same n, and what does each save against a standard tied table?
 
   Command:   make study-tlm    (python -m studies.lm_transformer_wikitext2 [--arms "a b"] [--updates U]
              [--jobs 2]; --help). Resumable: a rerun skips finished arms, resumes a cut one.
-  Hardware:  2 CPU cores, no GPU. 6 arms of 500 updates (16 blocks of 64 tokens) and seed 2
-             of the best (valid) DeFINE and projective arms, each capped at 25 minutes (a guard:
-             every arm should reach the 500), plus fairseq-eval-lm on full valid and test.
-             Planned at about one hour with --jobs 2 (two hours without), from a probe of 20
-             updates here on a shared machine (load 9 on 2 cores): 1.9 s an update for the
-             standard arm (a full 33K softmax), 0.8 s for a DeFINE arm; not yet measured on
-             the whole grid.
+  Hardware:  2 CPU cores, no GPU. 6 arms of 1,000 updates (16 blocks of 64 tokens: half an
+             epoch) and seed 2 of the best (valid) DeFINE and projective arms, each capped at 40
+             minutes (a guard: every arm should reach the 1,000), plus fairseq-eval-lm on full
+             valid and test. About one hour with --jobs 2 (two without): on one thread an arm
+             runs 0.6 s an update with adaptive input and 1.6 s for the standard arm (a full
+             33K softmax). A first run at 500 updates (a quarter epoch) was stopped: validation
+             perplexity was still above 400, too early for a ranking.
   Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 64 tokens,
              --sample-break-mode none), 4 layers, d = 256, 4 heads, inner 1024, dropout 0.1,
              pre-norm (as fairseq's named transformer_lm architectures; --arch transformer_lm
@@ -99,7 +99,7 @@ STUDY = LMStudy(
     # fairseq-eval-lm as for fairseq's own transformer_lm (the last --task wins over lib.sh's)
     eval_args=("--task", "language_modeling", "--tokens-per-sample", "64", "--context-window", "32",
                "--batch-size", "8"),
-    checkpoint="checkpoint_last.pt", updates=500, minutes=25,
+    checkpoint="checkpoint_last.pt", updates=1000, minutes=40,
     second_seed_families=("DeFINE", "projective"),
     header_lines=["Context model (every arm): fairseq's transformer_lm decoder, 4 layers, d = 256, 4 heads, "
                   "inner 1024; the arms differ only in the input-output layers."],

@@ -93,7 +93,9 @@ def make_wmt_bin(d):
 
 @pytest.fixture(scope="session")
 def trained(wmt_bin, tmp_path_factory):
-    """define_transformer_tiny trained 12 updates on wmt_bin: its checkpoint folder."""
+    """define_transformer_tiny trained 12 updates on wmt_bin, one shared embedding tied at the map
+    width (its default untied form trains in test_output_layer_cli.py and the demo's test): its
+    checkpoint folder."""
     made_once(tmp_path_factory, "wmt_ckpt", lambda _: train_tiny_transformer(wmt_bin))
     return wmt_bin / "ckpt"
 
@@ -102,7 +104,7 @@ def train_tiny_transformer(wmt_bin):
     ckpt = wmt_bin / "ckpt"
     shutil.rmtree(ckpt, ignore_errors=True)  # a failed build of another worker
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                  *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3",
+                  *TINY, "--share-all-embeddings", "--define-output-layer", "tied_map", "--optimizer", "adam", "--lr", "1e-3",
                   "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
                   "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
     assert "parameters (paper's distribution): define_transformer_tiny: DeFINE" in out.stdout

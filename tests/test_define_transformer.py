@@ -36,7 +36,7 @@ def tiny_model(*extra, vocab=50, tgt_vocab=None):
 
 @pytest.mark.parametrize("transform", ["define", "projective", "hgt", "define_residual"])
 def test_embeddings_are_define_and_output_is_tied_at_n(transform):
-    model, _ = tiny_model("--define-transform", transform)
+    model, _ = tiny_model("--define-transform", transform, "--define-output-layer", "tied_map")
     dec = model.decoder
     assert isinstance(model.encoder.embed_tokens, DefineEmbedding) and isinstance(dec.embed_tokens, DefineEmbedding)
     assert dec.output_projection.weight is dec.embed_tokens.map.weight  # [V, n]
@@ -50,7 +50,7 @@ def test_parameter_distribution_columns():
     counts = parameter_distribution(model)
     units = [model.encoder.embed_tokens.unit, model.decoder.embed_tokens.unit]
     assert counts["define"] == sum(p.numel() for u in units for p in u.parameters())
-    assert counts["input_output"] == 50 * 16 + 60 * 16 + 32 * 16  # two maps + d->n projection
+    assert counts["input_output"] == 50 * 16 + 60 * 16 + 60 * 32  # two maps + the untied d-wide output layer
     assert counts["total"] == sum(p.numel() for p in model.parameters())
 
 
@@ -147,8 +147,9 @@ def test_the_paper_architecture_builds_the_untied_output_by_default():
     model, args = build_arch("define_transformer_wmt_en_de", 32000)
     assert args.define_output_layer == "untied"
     assert model.decoder.output_projection.weight.shape == (32000, 512)
-    tiny, _ = tiny_model()
-    assert tiny.args.define_output_layer == "tied_map"
+    tiny, _ = tiny_model()  # the small one in the same form (study 1)
+    assert tiny.args.define_output_layer == "untied"
+    assert tiny.decoder.output_projection.weight.shape == (50, 32)  # [V, d]
 
 
 @pytest.mark.parametrize("form", ["tied_map", "tied_unit"])

@@ -55,7 +55,12 @@ def test_demo_trains_and_scores_the_model_and_its_baseline(splits, work):
     for setting in ("encoder_embed_dim=128", "decoder_layers=3", "dropout=0.2", "max_update=12"):
         assert setting in base_log, setting
     assert "define_map_dim" not in base_log
-    assert "define_map_dim=64" in (work / "train.log").read_text()
+    main_log = (work / "train.log").read_text()
+    assert "define_map_dim=64" in main_log
+    # Table 3's form beside the paper's baseline form: a table (or map) per side, untied outputs
+    assert "output layer: untied" in main_log
+    for log in (main_log, base_log):
+        assert "share_all_embeddings=False" in log and "share_decoder_input_output_embed=False" in log
 
 
 def test_demo_without_baseline(splits, work):

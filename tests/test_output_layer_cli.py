@@ -1,5 +1,5 @@
-"""The output layer forms of define_transformer (--define-output-layer untied / tied_unit;
-tied_map is the default of define_transformer_tiny, which the other CLI tests train) through
+"""The output layer forms of define_transformer (--define-output-layer untied, the default of
+define_transformer_tiny, and tied_unit; the other CLI tests train tied_map) through
 the stock CLIs and our tools: train, generate and --score-reference, interactive, cached
 tables, compression, checkpoint averaging and the hub, on the real WMT slice."""
 

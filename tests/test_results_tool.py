@@ -170,9 +170,8 @@ def test_rows_small_differs_from_full_where_the_table_says_so(capsys):
     _, full, _ = cli(capsys, "rows", "--table", "3")
     _, small, _ = cli(capsys, "rows", "--table", "3", "--small")
     assert full.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_wmt_en_de", ""]
-    # the small row builds the paper's output layer, which define_transformer_tiny does not by default
-    assert small.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_tiny",
-                                                       "--define-output-layer untied"]
+    # define_transformer_tiny builds the paper's output layer by default: no settings of the row's own
+    assert small.splitlines()[1].split("\t")[:3] == ["transformer_define", "define_transformer_tiny", ""]
     assert small.splitlines()[0].split("\t")[2].startswith("--encoder-embed-dim 128 ")
 
 

@@ -15,9 +15,11 @@
 #              reproduction (run_scripts/ holds the paper recipes).
 #
 # Pipeline: split -> sacremoses tokenization -> subword-nmt joint BPE -> fairseq-preprocess
-# -> fairseq-train (define_transformer_tiny, 1000 updates; then fairseq's transformer at the
-# same sizes, the baseline) -> fairseq-generate (beam 4, lenpen 0.6) -> detokenize -> sacreBLEU
-# and chrF against the untokenized references.
+# -> fairseq-train (define_transformer_tiny in Table 3's form: a DeFINE map and unit per side,
+# a d-wide untied output layer; 1000 updates) -> the baseline, fairseq's transformer at the
+# same sizes in the paper's baseline form (a table per side, an untied output layer) ->
+# fairseq-generate (beam 4, lenpen 0.6) -> detokenize -> sacreBLEU and chrF against the
+# untokenized references.
 #
 # Your own data: --src-file/--tgt-file (line-aligned, untokenized), split here; or
 # --train/--valid/--test PREFIX (PREFIX.$SRC and PREFIX.$TGT files); --also-test PREFIX
@@ -40,8 +42,9 @@ ARCH=define_transformer_tiny
 EXTRA_TRAIN_ARGS=()
 
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"  # the header
   cat <<EOF
+
 Options:
   --src LANG / --tgt LANG       language codes (default en / de)
   --src-file F --tgt-file F     parallel corpus (.gz allowed), split 16:1:1 by line number
@@ -174,7 +177,7 @@ train_model() {
   ((MINUTES > 0)) && stop=(--stop-time-hours "$(python -c "print($MINUTES / 60)")")
   rm -rf "$save"  # a fresh run each time: the result should not depend on earlier runs
   fairseq-train "$BIN" --user-dir "$ROOT/fairseq_define" --arch "$arch" \
-    --task translation --source-lang "$SRC" --target-lang "$TGT" --share-all-embeddings \
+    --task translation --source-lang "$SRC" --target-lang "$TGT" \
     --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 0.0 \
     --lr 1.5e-3 --lr-scheduler inverse_sqrt --warmup-updates 200 \
     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 \
