@@ -10,8 +10,8 @@ baseline at the same n, and what does each save against a standard tied table?
              minutes (a guard: every arm should reach the 1,000), plus fairseq-eval-lm on full
              valid and test. About one hour with --jobs 2 (two without): on one thread an arm
              runs 0.6 s an update with adaptive input and 1.6 s for the standard arm (a full
-             33K softmax). A first run at 500 updates (a quarter epoch) was stopped: validation
-             perplexity was still above 400, too early for a ranking.
+             33K softmax). Half an epoch because at a quarter validation perplexity is still
+             above 400 (a run stopped there), too early to rank the arms.
   Recipe:    one for every arm: --task language_modeling (fairseq's, blocks of 64 tokens,
              --sample-break-mode none), 4 layers, d = 256, 4 heads, inner 1024, dropout 0.1,
              pre-norm (as fairseq's named transformer_lm architectures; --arch transformer_lm
