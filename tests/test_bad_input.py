@@ -268,6 +268,17 @@ def test_training_with_cached_tables_is_refused(wmt_bin, tmp_path):
     assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())  # no crash.pt either
 
 
+def test_resuming_under_another_output_layer_names_the_setting(wmt_bin, trained, tmp_path):
+    """The shared fixture's checkpoint is tied at n; define_transformer_tiny's default is now
+    untied: resuming it without the setting gets one line that names the setting."""
+    (tmp_path / "ck").mkdir()
+    shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
+    before = snapshot(tmp_path / "ck")
+    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--max-update", "20")
+    assert_user_error(proc, "fairseq-train", "does not fit this model", "--define-output-layer")
+    assert snapshot(tmp_path / "ck") == before
+
+
 @pytest.mark.parametrize("reset", [False, True])
 def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, reset):
     """define_cache_on_load drops the units when the checkpoint loads: the optimizer state
@@ -275,7 +286,8 @@ def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, rese
     (tmp_path / "ck").mkdir()
     shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
     before = snapshot(tmp_path / "ck")
-    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-cache-on-load", "--max-update", "20",
+    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-output-layer", "tied_map",
+                 "--define-cache-on-load", "--max-update", "20",
                  *(["--reset-optimizer"] if reset else []))
     assert_user_error(proc, "fairseq-train", "for inference only" if reset else "--reset-optimizer")
     assert snapshot(tmp_path / "ck") == before

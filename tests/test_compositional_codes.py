@@ -127,7 +127,8 @@ def test_define_transformer_output_projection_follows_the_compressed_map():
     for i in range(60):
         d.add_symbol(f"w{i}")
     parser = options.get_training_parser(default_task="translation")
-    args = options.parse_args_and_arch(parser, ["-", "--arch", "define_transformer_tiny", "--share-all-embeddings"])
+    args = options.parse_args_and_arch(parser, ["-", "--arch", "define_transformer_tiny", "--share-all-embeddings",
+                                                 "--define-output-layer", "tied_map"])
     torch.manual_seed(4)
     model = DefineTransformerModel.build_model(args, Namespace(source_dictionary=d, target_dictionary=d)).eval()
     compress_embeddings(model, n_codebooks=4, n_codes=8, steps=10)
