@@ -88,7 +88,9 @@ def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path, legacy):
     assert converted["extra_state"]["best"] == 3.5 and converted["extra_state"]["dtype"] == "float32"
     assert torch.equal(converted["extra_state"]["steps"], torch.arange(3)) and converted["extra_state"]["level"] == "low"
     for k, v in state["model"].items():
-        assert torch.equal(converted["model"][k], v)
+        # equal_nan: fairseq's sinusoidal positions keep an uninitialized one-element buffer
+        # (_float_tensor), which is NaN on some runs
+        torch.testing.assert_close(converted["model"][k], v, rtol=0, atol=0, equal_nan=True, msg=k)
     again = run_cli("fairseq-define-trust-checkpoint", old, new, check=False)
     assert again.returncode == 2 and "exists" in again.stdout
 
