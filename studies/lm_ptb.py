@@ -23,9 +23,9 @@ DeFINE (paper or authors' unit) or the projective map?
              64 (m = 256, k = 512, N = 3): DeFINE --define-style paper, the authors' unit at
              n = 128, and --define-transform projective.
   Expected:  as measured here (docs/studies.md), seed 1: test ppl DeFINE (paper's unit) 172.8 at 3.54M
-             vs projective 200.9 at n = 128, DeFINE 201.4 at n = 64; standard n = 256 169.2
-             at 4.94M, n = 128 195.2; the authors' unit 179.4 (projective n = 64 and the
-             second seeds not yet run at these defaults).
+             vs projective 200.9 at n = 128, 201.4 vs 227.0 at n = 64; standard n = 256 169.2
+             at 4.94M, n = 128 195.2; the authors' unit 179.4 (the second seeds not yet run
+             at these defaults).
   Paper:     Table 1c (full AWD-LSTM, 500 epochs): AWD-LSTM 61.2 / 58.8 (24M) vs + DeFINE
              56.5 / 54.2 (20M), val / test perplexity.
   Output:    docs/studies/lm_ptb/{results.md,params_vs_quality.png,valid_curves.png}; runs in
