@@ -41,11 +41,6 @@ _FAIRSEQ_USER_ERRORS = [
     ("ValueError", r"mmap length is greater than file size",
      "a binarized dataset (.bin) is shorter than its index (.idx): the file was truncated; "
      "run fairseq-preprocess again"),
-    ("Exception", r"Cannot load model parameters from checkpoint (\S+);",
-     "checkpoint {0} does not fit this model (another architecture, model setting or "
-     "dictionary); resume with the same --arch, model settings (e.g. --define-output-layer, "
-     "whose default differs between architectures) and data, or start from scratch with "
-     "--reset-optimizer and a new --save-dir"),
     ("RuntimeError", r"size mismatch for (\S+cached_table\.weight): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
      "the cached DeFINE table {0} is {1} but this dictionary needs {2}; use the dictionary "
      "(dict.*.txt) the model was trained with, or cache the tables again with "

@@ -36,7 +36,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "667ee4c528ece77d2f60b996a2735ffad9a7cea5a94eadc52aac16c65dfef4d0",
+        "661c7ffc4021d509b6732131c9be8f3475a7c95b3f7398b76a2424b9c8ee0cf0",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",

@@ -13,7 +13,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
-from .helpers import CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, USER_DIR, head, made_once, run_cli  # noqa: E402
+from .helpers import CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, TINY_TIED, USER_DIR, head, made_once, run_cli  # noqa: E402
 
 
 # Tests that start fairseq's command-line tools or a recipe are marked ``cli`` (pytest.ini):
@@ -104,7 +104,7 @@ def train_tiny_transformer(wmt_bin):
     ckpt = wmt_bin / "ckpt"
     shutil.rmtree(ckpt, ignore_errors=True)  # a failed build of another worker
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                  *TINY, "--share-all-embeddings", "--define-output-layer", "tied_map", "--optimizer", "adam", "--lr", "1e-3",
+                  *TINY, *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3",
                   "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
                   "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
     assert "parameters (paper's distribution): define_transformer_tiny: DeFINE" in out.stdout

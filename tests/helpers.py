@@ -112,6 +112,9 @@ USER_DIR = str(ROOT / "fairseq_define")
 TINY = ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
         "--decoder-ffn-embed-dim", "128", "--encoder-layers", "2", "--decoder-layers", "2",
         "--define-map-dim", "32", "--define-expand-dim", "128"]
+# beside TINY, the form of the shared `trained` checkpoint (conftest): one embedding for both
+# sides, the output tied at the map width; resuming it needs these flags too
+TINY_TIED = ["--share-all-embeddings", "--define-output-layer", "tied_map"]
 # fairseq's own transformer at its smallest, for the CLIs (one layer each side, d = 32)
 TINY_STOCK_TRANSFORMER = ["--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
                           "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",

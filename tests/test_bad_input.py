@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import BIN, ROOT, TINY, USER_DIR, assert_user_error, head, ptb_style, run_cli, snapshot
+from .helpers import BIN, ROOT, TINY, TINY_TIED, USER_DIR, assert_user_error, head, ptb_style, run_cli, snapshot
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -172,7 +172,8 @@ def test_checkpoint_of_another_architecture(wmt_bin, stock_transformer, tmp_path
     other = stock_transformer
     before = snapshot(other)
     proc = train(wmt_bin, tmp_path, "--restore-file", other / "checkpoint_last.pt", "--share-all-embeddings")
-    assert_user_error(proc, "fairseq-train", "does not fit this model", "same --arch")
+    assert_user_error(proc, "fairseq-train", "does not fit this model",
+                      "--arch transformer in the checkpoint, define_transformer_tiny here")
     assert snapshot(other) == before
 
 
@@ -268,15 +269,44 @@ def test_training_with_cached_tables_is_refused(wmt_bin, tmp_path):
     assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())  # no crash.pt either
 
 
-def test_resuming_under_another_output_layer_names_the_setting(wmt_bin, trained, tmp_path):
-    """The shared fixture's checkpoint is tied at n; define_transformer_tiny's default is now
-    untied: resuming it without the setting gets one line that names the setting."""
+@pytest.mark.parametrize("flags,named", [
+    # define_transformer_tiny's default is untied; the fixture's checkpoint is tied at n
+    ([], ["--define-output-layer tied_map in the checkpoint, untied here"]),
+    ([*TINY_TIED, "--decoder-layers", "1"], ["--decoder-layers 2 in the checkpoint, 1 here"]),
+], ids=["output_layer", "layers"])
+def test_resuming_a_checkpoint_that_does_not_fit_names_the_settings(wmt_bin, trained, tmp_path, flags, named):
+    """fairseq said "please ensure that the architectures match"; the line names the model
+    settings that differ from the checkpoint's, and nothing else of the model's."""
     (tmp_path / "ck").mkdir()
     shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
     before = snapshot(tmp_path / "ck")
-    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--max-update", "20")
-    assert_user_error(proc, "fairseq-train", "does not fit this model", "--define-output-layer")
+    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--max-update", "20", *flags)
+    assert_user_error(proc, "fairseq-train", "does not fit this model", *named)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-train: error:")][-1]
+    assert "--max-update" not in line and "--encoder-layers" not in line  # not a model setting; equal
     assert snapshot(tmp_path / "ck") == before
+
+
+def test_a_misfit_with_the_same_settings_says_what_the_load_found():
+    """Same settings (another dictionary, say): the line carries the load's first complaint."""
+    from argparse import Namespace
+
+    from fairseq.trainer import _checkpoint_misfit
+
+    cfg = Namespace(arch="transformer", encoder_layers=6, lr=[0.1])
+    error = RuntimeError("Error(s) in loading state_dict for TransformerModel:\n\tsize mismatch for "
+                         "encoder.embed_tokens.weight: copying a param with shape torch.Size([8, 4]) ...")
+    line = _checkpoint_misfit("ck.pt", {"cfg": {"model": cfg}}, Namespace(**vars(cfg)), error)
+    assert line.startswith("checkpoint ck.pt does not fit this model: the same model settings, but size "
+                           "mismatch for encoder.embed_tokens.weight"), line
+    assert "\n" not in line and "dict.*.txt" in line
+    here = Namespace(arch="transformer", encoder_layers=2, lr=[0.5],
+                     **{f"decoder_{k}": 1 for k in ["layers", "attention_heads", "embed_dim", "ffn_embed_dim",
+                                                    "output_dim", "layerdrop"]})
+    line = _checkpoint_misfit("ck.pt", {"args": cfg}, here, error)  # a checkpoint with args, not cfg
+    assert "--encoder-layers 6 in the checkpoint, 2 here" in line and "--lr" not in line, line
+    assert "--decoder-embed-dim unset in the checkpoint, 1 here" in line and line.count(" here") == 6, line
+    assert "and 1 more" in line and "size mismatch" not in line, line
 
 
 @pytest.mark.parametrize("reset", [False, True])
@@ -286,7 +316,7 @@ def test_resuming_with_cache_on_load_is_refused(wmt_bin, trained, tmp_path, rese
     (tmp_path / "ck").mkdir()
     shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
     before = snapshot(tmp_path / "ck")
-    proc = train(wmt_bin, tmp_path, "--share-all-embeddings", "--define-output-layer", "tied_map",
+    proc = train(wmt_bin, tmp_path, *TINY_TIED,
                  "--define-cache-on-load", "--max-update", "20",
                  *(["--reset-optimizer"] if reset else []))
     assert_user_error(proc, "fairseq-train", "for inference only" if reset else "--reset-optimizer")

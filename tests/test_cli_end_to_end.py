@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from .helpers import TINY, USER_DIR, head, ptb_style, run_cli, subprocess_run_interactive
+from .helpers import TINY, TINY_TIED, USER_DIR, head, ptb_style, run_cli, subprocess_run_interactive
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -58,7 +58,7 @@ def test_resume_from_checkpoint(wmt_bin, trained, tmp_path):
     ckpt = tmp_path / "resume"
     shutil.copytree(trained, ckpt)
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
-                  "--share-all-embeddings", "--define-output-layer", "tied_map", "--optimizer", "adam", "--lr", "1e-3",
+                  *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3",
                   "--max-tokens", "1500", "--max-update", "14", "--save-dir", ckpt, "--cpu", "--no-epoch-checkpoints",
                   "--log-format", "simple", "--seed", "3")
     assert "Loaded checkpoint" in out.stdout and "num_updates 14" in out.stdout

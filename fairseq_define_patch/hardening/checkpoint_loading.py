@@ -2,7 +2,8 @@
 >= 2.6 refuses fairseq's checkpoints otherwise, and a pickle could run code), with what one
 load may allocate bounded by the file's size; a refused file says whether it can be
 converted; a folder, a missing --restore-file or a state_dict that is no checkpoint gets one
-line (docs/checkpoints.md)."""
+line, and so does a resumed checkpoint that does not fit the model: the settings that differ
+(docs/checkpoints.md)."""
 
 from ..edits import Edit, FilePatch
 
@@ -456,6 +457,96 @@ def _refusal_message(f, name, reason):
 
 '''
 
+
+# fairseq-train resuming a checkpoint that does not fit the model it built said only "please
+# ensure that the architectures match": the user could not tell which setting (an output
+# layer's form, a layer count, the dictionary) made the difference. The trainer now names the
+# model settings that differ between the checkpoint's config and this run's, or, where none
+# does, what the load itself reported (a missing weight, a size mismatch).
+_MISFIT_HELPER = '''
+
+def _checkpoint_misfit(filename, state, model_cfg, error, limit=6):
+    """(added by fairseq_define) One line for a checkpoint whose weights do not fit the model
+    this run built: the model settings that differ from the checkpoint's, or the load's own
+    first complaint, and the fix."""
+    saved_cfg = (state.get("cfg") or {}).get("model") if isinstance(state, dict) else None
+    if saved_cfg is None and isinstance(state, dict):
+        saved_cfg = state.get("args")
+    differ = _model_settings_that_differ(saved_cfg, model_cfg)
+    if differ:
+        more = len(differ) - limit
+        why = "its model settings differ from this run's: {}{}".format(
+            "; ".join(differ[:limit]), " and {} more".format(more) if more > 0 else ""
+        )
+    else:
+        lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+        first = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else (lines or [""])[0]
+        why = "the same model settings, but {}".format(first[:300].rstrip(". "))
+    return (
+        "checkpoint {} does not fit this model: {}; resume with the checkpoint's settings and "
+        "data (dict.*.txt), or train from scratch in a new --save-dir".format(filename, why)
+    )
+
+
+def _model_settings_that_differ(saved_cfg, model_cfg):
+    """(added by fairseq_define) ["--flag A in the checkpoint, B here", ...] over the model's
+    own settings (its add_args), in the order the model declares them."""
+
+    def settings(cfg):
+        if isinstance(cfg, Namespace):
+            return dict(vars(cfg))
+        try:
+            return dict(OmegaConf.to_container(cfg, resolve=False)) if cfg is not None else {}
+        except Exception:
+            return {}
+
+    saved, here = settings(saved_cfg), settings(model_cfg)
+    names = ["arch"]
+    model_class = models.ARCH_MODEL_REGISTRY.get(here.get("arch") or here.get("_name"))
+    if model_class is not None:
+        import argparse
+
+        parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")
+        try:
+            model_class.add_args(parser)
+            names += [a.dest for a in parser._actions if a.dest not in names]
+        except Exception:  # a model whose options need more than a parser: compare all
+            names = sorted(set(saved) | set(here))
+    else:
+        names = sorted(set(saved) | set(here))
+    return [
+        "--{} {} in the checkpoint, {} here".format(
+            name.replace("_", "-"), saved.get(name, "unset"), here.get(name, "unset")
+        )
+        for name in names
+        if (name in saved or name in here) and saved.get(name) != here.get(name)
+    ]
+'''
+
+_MISFIT_EDITS = (
+    Edit(
+        "            except Exception:\n"
+        "                raise Exception(\n"
+        '                    "Cannot load model parameters from checkpoint {}; "\n'
+        '                    "please ensure that the architectures match.".format(filename)\n'
+        "                )\n",
+        "            except Exception as e:\n"
+        "                # (fairseq_define) one line that names what differs\n"
+        "                from fairseq import UserError\n"
+        "\n"
+        "                if isinstance(e, UserError):\n"
+        "                    raise\n"
+        "                raise UserError(\n"
+        "                    _checkpoint_misfit(filename, state, self.cfg.model, e)\n"
+        "                ) from e\n",
+    ),
+    Edit(
+        "    return module\n\n\ndef _set_module_by_path(",
+        "    return module\n" + _MISFIT_HELPER + "\n\ndef _set_module_by_path(",
+    ),
+)
+
+
 PATCHES = (
     FilePatch(
         "fairseq",
@@ -555,5 +646,11 @@ PATCHES = (
                 "        )\n",
             ),
         ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/trainer.py",
+        "a resumed checkpoint that does not fit the model: the settings that differ, in one line",
+        _MISFIT_EDITS,
     ),
 )
