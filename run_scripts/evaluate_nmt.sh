@@ -12,6 +12,7 @@
 #   Result:    PREFIX.gen (fairseq-generate output), PREFIX.hyp (detokenized), PREFIX.scores
 #              ("sacrebleu X", "tok_bleu Y", "signature ..."), and the two scores on stdout.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 DATA="" CKPT="" SUBSET=test OUT_PREFIX="" CPU=() SRC=en TGT=de GEN_EXTRA=()
 while [[ $# -gt 0 ]]; do
@@ -22,14 +23,13 @@ while [[ $# -gt 0 ]]; do
     --out) OUT_PREFIX="$2"; shift 2 ;;
     --cpu) CPU=(--cpu); shift ;;
     --) shift; GEN_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    -h|--help) script_header
       echo "Options: --data DIR (prepare_wmt14_en_de.sh's --out), --checkpoint CKPT, --subset valid|test, --out PREFIX, --cpu,"
       echo "         -- ARGS (extra fairseq-generate arguments, e.g. --max-len-a 1.2 --max-len-b 10)"
       exit 0 ;;
     *) echo "evaluate_nmt.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_commands fairseq-generate sacremoses sacrebleu
 [[ -f "$DATA/bin/done" ]] || die "$DATA is not a prepared WMT folder (run prepare_wmt14_en_de.sh --out $DATA first)"
 [[ -f "$CKPT" ]] || die "no checkpoint $CKPT"

@@ -17,6 +17,8 @@ fi
 SCRIPT_NAME="$(basename "$0")"
 die() { echo "$SCRIPT_NAME: error: $*" >&2; exit 2; }
 step() { echo; echo "==> $*"; }
+# the script's header comment (its lines 2.. up to the first line that is not a comment): --help
+script_header() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 # fresh_tmp DEST / fresh_tmpdir DEST: a new file (folder) next to DEST, created exclusively
 # under a unique name (never a fixed DEST.tmp that a planted link could redirect) and removed
@@ -110,7 +112,7 @@ shared_option() {
 }
 
 recipe_usage() {
-  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  script_header
   echo "The paper's numbers (fairseq_define/tools/paper_tables.py):"
   fairseq-define-results paper --table "$TABLE" | sed 's/^/  /'
   cat <<EOF

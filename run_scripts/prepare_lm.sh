@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --head-eval) HEAD_EVAL="$2"; shift 2 ;;
     --no-verify) VERIFY=(--no-verify); shift ;;
     --workers) WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    -h|--help) script_header
       printf '%s\n' "Options:" \
         "  --dataset wikitext-103|wikitext-2|ptb" \
         "  --out DIR          where raw/ and bin/ go" \

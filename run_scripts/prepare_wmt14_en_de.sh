@@ -17,6 +17,7 @@
 # `wmt14`). Without a network, give the files: --train PREFIX --valid PREFIX --test PREFIX
 # (PREFIX.en and PREFIX.de, untokenized, line-aligned), with --valid-name/--test-name.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUT="" TRAIN="" VALID="" TEST="" VALID_NAME=newstest2014 TEST_NAME=newstest2017
 BPE=subword-nmt BPE_OPS=40000 HEAD=0 HEAD_EVAL=0 HEAD_VALID=0 WORKERS="$(nproc 2>/dev/null || echo 2)"
@@ -34,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     --head-eval) HEAD_EVAL="$2"; shift 2 ;;
     --head-valid) HEAD_VALID="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    -h|--help) script_header
       printf '%s\n' "Options:" \
         "  --out DIR                  output folder (required)" \
         "  --train/--valid/--test P   local untokenized files P.en, P.de instead of downloading" \
@@ -49,7 +50,6 @@ while [[ $# -gt 0 ]]; do
     *) echo "prepare_wmt14_en_de.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_commands sacremoses subword-nmt sacrebleu
 [[ -n "$OUT" ]] || die "--out DIR is required"
 [[ "$BPE" == subword-nmt || "$BPE" == sentencepiece ]] || die "--bpe must be subword-nmt or sentencepiece (got '$BPE')"

@@ -22,7 +22,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --workdir) OUT="$2"; shift 2 ;;
     --updates|--minutes|--max-eval-lines) PASS+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) script_header; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done

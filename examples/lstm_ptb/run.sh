@@ -27,7 +27,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --optimizer) OPTIMIZER="$2"; shift 2 ;;
     -h|--help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      script_header
       printf '%s\n' "Options:" \
         "  --workdir DIR      outputs (default work/lstm_ptb); reruns reuse finished steps" \
         "  --updates U        training updates per model (default 2000)" \

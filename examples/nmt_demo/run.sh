@@ -43,7 +43,7 @@ ARCH=define_transformer_tiny
 EXTRA_TRAIN_ARGS=()
 
 usage() {
-  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"  # the header
+  script_header
   cat <<EOF
 
 Options:

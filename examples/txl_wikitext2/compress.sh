@@ -19,7 +19,7 @@ while [[ $# -gt 0 ]]; do
   if [[ $SHIFT_BY -gt 0 ]]; then shift "$SHIFT_BY"; continue; fi
   case "$1" in
     --init|--refine-rounds|--steps) CODE_ARGS+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    -h|--help) script_header
                echo "Options: --workdir DIR, --max-eval-lines N (run.sh's); --init random|autoencoder, --refine-rounds N, --steps N"
                echo "         (passed to fairseq-define-compress: code start, refinement rounds, autoencoder steps)"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;

@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --schedule) SCHEDULE="$2"; shift 2 ;;
     -h|--help)
-      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+      script_header
       printf '%s\n' "Options:" \
         "  --workdir DIR      outputs (default work/txl_wikitext2); reruns reuse finished steps" \
         "  --updates U        training updates per model (default 4000)" \
