@@ -213,3 +213,22 @@ def test_every_recipe_documents_command_hardware_and_paper_number():
         head = s.read_text().split("set -euo pipefail")[0]
         for word in ("Command:", "Hardware:", "Paper:", "Expected:", "--small"):
             assert word in head, f"{s.name} does not state {word}"
+
+
+SCRIPTS = sorted(p.relative_to(ROOT) for p in [*RUN_SCRIPTS.glob("*.sh"), *(ROOT / "examples").glob("*/*.sh")]
+                 if p.name != "lib.sh")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=str)
+def test_help_prints_the_whole_header_and_nothing_after_it(script):
+    """--help prints the header comment from its second line to its last, however long it grows."""
+    header = []
+    for line in (ROOT / script).read_text().splitlines()[1:]:
+        if not line.startswith("#"):
+            break
+        header.append(line[2:] if line.startswith("# ") else line[1:])
+    out = run_cli("bash", ROOT / script, "--help", check=False)
+    assert out.returncode == 0, out.stdout[-2000:]
+    printed = out.stdout.splitlines()
+    assert printed[:len(header)] == header, out.stdout[:3000]
+    assert "set -euo pipefail" not in out.stdout
