@@ -18,8 +18,8 @@ save against the standard model (n = d_model)?
   Arms:      standard n = d = 256; at n = 128 and 64: projective (the adaptive input n
              projected to d, --define-transform none) and DeFINE on the projection
              (--define-transform define, k = 1024, N = 3, --define-style paper); the authors'
-             unit at n = 128 (its gradient scale pinned at 0.1, its default when the study
-             ran; under Adam the scale changes next to nothing: docs/stability.md).
+             unit at n = 128 (--define-style authors). Every arm runs at the defaults a user
+             gets.
   Expected:  as measured here (docs/studies.md), test ppl: DeFINE (paper's unit) 328.9 at
              8.83M vs projective 365.7 at 7.81M at n = 128 (seed 2: 323.3 vs 360.9), 388.6
              vs 440.8 at n = 64; the authors' unit 326.7; standard n = 256 314.3 at 11.97M.
@@ -47,7 +47,7 @@ def arms(quick: bool) -> List[Arm]:
         if n == ns[0] and not quick:
             out.append(Arm(f"define_authors_n{n}", "DeFINE (authors)", arch,
                            ("--define-map-dim", str(n), "--define-transform", "define", "--define-style",
-                            "authors", "--define-unit-grad-scale", "0.1"), d, n))
+                            "authors"), d, n))
     if quick:
         return [out[0], next(a for a in out if a.family == "DeFINE (paper)")]
     return out
