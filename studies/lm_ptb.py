@@ -8,7 +8,7 @@ DeFINE (paper or authors' unit) or the projective map?
              capped at 13 minutes each, plus about 1 minute of evaluation an arm (batch 1, the
              state carried through the split): 64 minutes measured here for the 7 arms (10-12
              minutes an arm on one or two threads; --minutes 30 where the machine is shared),
-             and 23 more for the three second seeds (two threads).
+             and 24 more for the three second seeds (--jobs 2 on idle cores, 11-13 minutes an arm).
   Recipe:    one for every arm: define_lstm_small (2 LSTM layers of 512, the last n wide,
              AWD-LSTM's dropouts scaled down: output 0.3, hidden 0.2, input 0.3, embedding
              0.05, weight drop 0.3), output tied at n; awd_lm_loss (AR 2, TAR 1), BPTT 70,
@@ -22,10 +22,10 @@ DeFINE (paper or authors' unit) or the projective map?
   Arms:      standard table n = m = 256 and n = m = 128 (the AWD-LSTM baseline); at n = 128 and
              64 (m = 256, k = 512, N = 3): DeFINE --define-style paper, the authors' unit at
              n = 128, and --define-transform projective.
-  Expected:  as measured here (docs/studies.md), seed 1: test ppl DeFINE (paper's unit) 172.8 at 3.54M
-             vs projective 200.9 at n = 128, 201.4 vs 227.0 at n = 64; standard n = 256 169.2
-             at 4.94M, n = 128 195.2; the authors' unit 179.4 (the second seeds not yet run
-             at these defaults).
+  Expected:  as measured here (docs/studies.md), test ppl seed 1 / seed 2: DeFINE (paper's
+             unit) 172.8 / 178.2 at 3.54M vs projective 200.9 / 194.1 at n = 128, 201.4 vs
+             227.0 at n = 64; standard n = 256 169.2 / 175.4 at 4.94M, n = 128 195.2; the
+             authors' unit 179.4.
   Paper:     Table 1c (full AWD-LSTM, 500 epochs): AWD-LSTM 61.2 / 58.8 (24M) vs + DeFINE
              56.5 / 54.2 (20M), val / test perplexity.
   Output:    docs/studies/lm_ptb/{results.md,params_vs_quality.png,valid_curves.png}; runs in
