@@ -5,9 +5,10 @@ save against the standard model (n = d_model)?
   Command:   make study-wt2       (python -m studies.lm_wikitext2 [--arms "a b"] [--updates U]; --help)
   Hardware:  2 CPU cores, no GPU. 6 arms of 700 updates (16 x 64 tokens) and seed 2 of the
              best (valid) standard, DeFINE (paper) and projective arms, capped at 13 minutes
-             each, plus about 4 minutes of evaluation an arm (full valid and test, with
-             memory): 113 minutes measured here for the nine runs, each on one thread (8-12
-             minutes of training an arm; --minutes 30 where the machine is shared).
+             each, plus about 3 minutes of evaluation an arm (full valid and test, with
+             memory): 61 minutes measured here for the nine runs with --jobs 2 (two at a
+             time, one thread each, 8-9 minutes of training an arm; --minutes 30 where the
+             machine is shared).
   Recipe:    one for every arm, as examples/txl_wikitext2 trains: define_txl_small (4 layers,
              d = 256, 4 heads of 64, inner 1024, adaptive input and softmax with cutoffs
              4000, 20000, div_val 1, tgt = mem = 64), projected_adaptive_loss, Adam lr 1e-3,
@@ -20,9 +21,9 @@ save against the standard model (n = d_model)?
              (--define-transform define, k = 1024, N = 3, --define-style paper); the authors'
              unit at n = 128 (--define-style authors). Every arm runs at the defaults a user
              gets.
-  Expected:  as measured here (docs/studies.md), test ppl: DeFINE (paper's unit) 328.9 at
-             8.83M vs projective 365.7 at 7.81M at n = 128 (seed 2: 323.3 vs 360.9), 388.6
-             vs 440.8 at n = 64; the authors' unit 326.7; standard n = 256 314.3 at 11.97M.
+  Expected:  as measured here (docs/studies.md), test ppl: DeFINE (paper's unit) 327.9 at
+             8.83M vs projective 365.7 at 7.81M at n = 128 (seed 2: 325.4 vs 360.9), 390.3
+             vs 440.8 at n = 64; the authors' unit 326.6; standard n = 256 314.3 at 11.97M.
   Paper:     Table 2 (WikiText-103, 16 layers, GPUs), test perplexity: standard n=384 27.06;
              projective / DeFINE n=128 29.16 / 26.33, n=64 33.74 / 29.10.
   Output:    docs/studies/lm_wikitext2/{results.md,params_vs_quality.png,valid_curves.png};
