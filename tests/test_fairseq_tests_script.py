@@ -27,6 +27,9 @@ FILES = {
         "import unittest\n\nclass TestTranslation(unittest.TestCase):\n"
         "    def test_insertion_transformer(self):\n        self.fail('libnat')\n\n"
         "    def test_transformer(self):\n        pass\n"),
+    # run alone after the others
+    "tests/distributed/__init__.py": "",
+    "tests/distributed/test_distributed_timeout_wrapper.py": "def test_timeout_killed():\n    pass\n",
 }
 
 
@@ -55,6 +58,9 @@ def test_named_tests_are_left_out_with_their_reasons_and_the_rest_runs(tmp_path)
     assert "PASSED tests/test_multihead_attention.py::test_mask_for_xformers" in out
     assert "PASSED tests/test_binaries.py::TestTranslation::test_transformer" in out
     assert "2 passed" in out and "failed" not in out
+    alone = out.index("1 passed")  # the timing test, in a run of its own after the others
+    assert "tests/distributed/test_distributed_timeout_wrapper.py: run alone after the others" in out
+    assert out.index("2 passed") < alone and "PASSED tests/distributed/test_distributed_timeout_wrapper.py" in out[out.index("2 passed"):]
 
 
 def test_a_failing_kept_test_fails_the_run(tmp_path):
@@ -62,6 +68,12 @@ def test_a_failing_kept_test_fails_the_run(tmp_path):
         "def test_transformer(self):\n        pass", "def test_transformer(self):\n        self.fail('broken')")}
     proc = run(archive(tmp_path / "fs.tar.gz", files))
     assert proc.returncode == 1 and "1 failed" in proc.stdout
+
+
+def test_a_failing_test_run_alone_fails_the_run(tmp_path):
+    files = {**FILES, "tests/distributed/test_distributed_timeout_wrapper.py": "def test_timeout_killed():\n    assert 0\n"}
+    proc = run(archive(tmp_path / "fs.tar.gz", files))
+    assert proc.returncode == 1 and "2 passed" in proc.stdout and "1 failed" in proc.stdout
 
 
 def test_a_source_without_tests_is_refused_with_one_line(tmp_path):
