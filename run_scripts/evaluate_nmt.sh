@@ -27,7 +27,7 @@ while [[ $# -gt 0 ]]; do
       echo "Options: --data DIR (prepare_wmt14_en_de.sh's --out), --checkpoint CKPT, --subset valid|test, --out PREFIX, --cpu,"
       echo "         -- ARGS (extra fairseq-generate arguments, e.g. --max-len-a 1.2 --max-len-b 10)"
       exit 0 ;;
-    *) echo "evaluate_nmt.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 require_commands fairseq-generate sacremoses sacrebleu

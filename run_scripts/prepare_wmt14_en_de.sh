@@ -47,7 +47,7 @@ while [[ $# -gt 0 ]]; do
         "  --head-valid N             keep the first N validation pairs (0 = all; --head-eval wins if smaller)" \
         "  --workers N                parallel processes"
       exit 0 ;;
-    *) echo "prepare_wmt14_en_de.sh: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 require_commands sacremoses subword-nmt sacrebleu
