@@ -36,7 +36,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "661c7ffc4021d509b6732131c9be8f3475a7c95b3f7398b76a2424b9c8ee0cf0",
+        "4dccb68e5b72abd2e60c27920c93938acb9a85911c5d4cd289edc11c8a71a382",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",

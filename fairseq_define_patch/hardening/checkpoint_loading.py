@@ -501,7 +501,7 @@ def _model_settings_that_differ(saved_cfg, model_cfg):
             return {}
 
     saved, here = settings(saved_cfg), settings(model_cfg)
-    names = ["arch"]
+    names = sorted(set(saved) | set(here))  # an unknown model: every setting
     model_class = models.ARCH_MODEL_REGISTRY.get(here.get("arch") or here.get("_name"))
     if model_class is not None:
         import argparse
@@ -509,17 +509,15 @@ def _model_settings_that_differ(saved_cfg, model_cfg):
         parser = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")
         try:
             model_class.add_args(parser)
-            names += [a.dest for a in parser._actions if a.dest not in names]
-        except Exception:  # a model whose options need more than a parser: compare all
-            names = sorted(set(saved) | set(here))
-    else:
-        names = sorted(set(saved) | set(here))
+            names = ["arch"] + [a.dest for a in parser._actions if a.dest != "arch"]
+        except Exception:  # a model whose options need more than a parser: every setting
+            pass
     return [
         "--{} {} in the checkpoint, {} here".format(
             name.replace("_", "-"), saved.get(name, "unset"), here.get(name, "unset")
         )
         for name in names
-        if (name in saved or name in here) and saved.get(name) != here.get(name)
+        if saved.get(name) != here.get(name)
     ]
 '''
 
