@@ -143,7 +143,8 @@ def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
     answers first what decides: DeFINE in the paper's form (untied, n = d/4) and the paper's
     baseline at its size; the unit-tied form; the shared Transformer at d; DeFINE's paper form
     at n = d/2 and projective's at n = d/4; the larger untied Transformer; then the two arms of
-    the earlier grid (the shared Transformer at d = 96, DeFINE tied at n). Full: at every
+    the earlier grid (the shared Transformer at d = 96, DeFINE tied at n); the authors' unit in
+    the paper's form at n = d/4 (does the unit matter, or only the factorization?). Full: at every
     width the Transformer in both forms and, at n = d/4 and d/2, DeFINE's paper unit in every
     output form, the authors' unit and projective untied and tied at n."""
     if not full:
@@ -153,7 +154,8 @@ def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
                 define(d, d // 4, "paper", "tied_unit"), transformer(d),
                 define(d, d // 2, "paper", "untied"), define(d, d // 4, "projective", "untied"),
                 *([transformer(d, untied=True)] if small != d else []),
-                *([transformer(small)] if small != d else []), define(d, d // 4, "paper", "tied_map")]
+                *([transformer(small)] if small != d else []), define(d, d // 4, "paper", "tied_map"),
+                define(d, d // 4, "authors", "untied")]
     arms = [a for d in widths for a in (transformer(d), transformer(d, untied=True))]
     for d in widths:
         for n in (d // 4, d // 2):
@@ -163,16 +165,20 @@ def arms_for(widths: Sequence[int], full: bool) -> List[Arm]:
 
 
 def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
-    """Seed 2 for the two points that decide the paper's claim, picked on val BLEU: the best
-    DeFINE arm in the paper's form (untied, either unit) at the deciding width, and the
+    """Seed 2 for the points that decide the paper's claim, picked on val BLEU: the best
+    DeFINE arm in the paper's form (untied, either unit) at the deciding width, the
     Transformer of the paper's baseline form (untied, any width) whose total parameters are
-    nearest its."""
+    nearest its, and the projective map in the paper's form at the same n (the factorization
+    without the unit)."""
     paper_form = [a for a in arms if a.width == width and a.family.startswith("DeFINE") and a.family.endswith(", untied")]
     best = best_per_family(paper_form, results, ("DeFINE",), "valid_bleu", True)
     rivals = [a for a in arms if a.family == "Transformer, untied" and a.id in results]
     if best and rivals:
         total = lambda a: results[a.id]["params"]["total"]  # noqa: E731
         best.insert(0, min(rivals, key=lambda a: abs(total(a) - total(best[-1]))))
+    if best:
+        best += [a for a in arms if a.family == "projective, untied" and a.width == width and a.n == best[-1].n
+                 and a.id in results]
     return [a.with_seed(2) for a in best]
 
 
