@@ -75,6 +75,17 @@ def arms(quick: bool) -> List[Arm]:
         out.append(Arm(f"define_n{n}", "DeFINE", "define_transformer_lm_small",
                        size + adaptive + unit + ("--define-transform", "define", "--define-style", "paper")
                        + ADAPTIVE_LOSS, d, n, sized=len(size)))
+    # the probe of the input-output layer's width (at the deciding n): DeFINE's softmax at d, of
+    # its own (fairseq's adaptive softmax with the same bands and factor, untied) or tied to the
+    # unit's outputs (a full softmax over them, at about the adaptive arm's parameters)
+    n = ns[0]
+    unit = ("--define-map-dim", str(n), "--define-expand-dim", str(k), "--define-depth", "3",
+            "--define-transform", "define", "--define-style", "paper")
+    out.append(Arm(f"define_untied_n{n}", "DeFINE, softmax at d", "define_transformer_lm_small",
+                   size + adaptive + unit + ("--define-output-layer", "untied") + ADAPTIVE_LOSS, d, n, sized=len(size)))
+    out.append(Arm(f"define_tiedunit_n{n}", "DeFINE, tied to its unit", "define_transformer_lm_small",
+                   size + adaptive + unit + ("--define-output-layer", "tied_unit", "--criterion", "cross_entropy"),
+                   d, n, sized=len(size)))
     if quick:
         return [out[1], next(a for a in out if a.family == "DeFINE")]
     return out
@@ -100,7 +111,7 @@ STUDY = LMStudy(
     eval_args=("--task", "language_modeling", "--tokens-per-sample", "64", "--context-window", "32",
                "--batch-size", "8"),
     checkpoint="checkpoint_last.pt", updates=1000, minutes=40,
-    second_seed_families=("DeFINE", "projective"),
+    second_seed_families=("DeFINE", "projective", "adaptive input"),
     header_lines=["Context model (every arm): fairseq's transformer_lm decoder, 4 layers, d = 256, 4 heads, "
                   "inner 1024; the arms differ only in the input-output layers."],
 )

@@ -1,6 +1,7 @@
 """define_transformer_lm in process: fairseq's transformer_lm with a DeFINE input layer, of
 either map and unit style, and the projective baseline at the same n. Its output is tied at
-n (to the n-dim table, or fairseq's adaptive softmax to the adaptive map); incremental
+n (to the n-dim table, or fairseq's adaptive softmax to the adaptive map), untied at d (a
+table or an adaptive softmax of its own) or tied to the unit's outputs; incremental
 decoding equals a full pass; the WikiText-103 architectures keep fairseq's context model;
 settings it cannot honour are refused in one line."""
 
@@ -19,12 +20,17 @@ from fairseq_define.tools.paper_tables import TABLE_2_MAP_DIMS
 
 from .helpers import ADAPTIVE, tiny_lm
 
+OUTPUT_FORMS = ["tied_map", "untied", "tied_unit"]
+
+
 @pytest.mark.parametrize("transform", ["define", "projective"])
 @pytest.mark.parametrize("style", ["paper", "authors"])
 @pytest.mark.parametrize("adaptive", [False, True], ids=["standard", "adaptive"])
-def test_incremental_decoding_equals_a_full_pass(transform, style, adaptive):
+@pytest.mark.parametrize("output", OUTPUT_FORMS)
+def test_incremental_decoding_equals_a_full_pass(transform, style, adaptive, output):
     torch.manual_seed(0)
-    model = tiny_lm(define_transform=transform, define_style=style, **(ADAPTIVE if adaptive else {}))
+    model = tiny_lm(define_transform=transform, define_style=style, define_output_layer=output,
+                    **(ADAPTIVE if adaptive else {}))
     tokens = torch.randint(4, 40, (2, 7))
     state = {}
     with torch.no_grad():
@@ -58,6 +64,67 @@ def test_adaptive_softmax_is_tied_to_the_adaptive_map():
     own = {id(p) for p in softmax.parameters()} - {id(p) for p in amap.parameters()}
     assert own == {id(softmax.head.class_proj.weight)}
     assert dec.project_out_dim.weight.shape == (12, 32)
+
+
+def test_untied_output_is_a_d_wide_layer_of_its_own():
+    model = tiny_lm(define_map_dim=12, define_output_layer="untied")
+    dec = model.decoder
+    assert dec.output_projection.weight.shape == (40, 32)  # [V, d]
+    assert dec.output_projection.weight is not dec.embed_tokens.map.weight
+    assert dec.project_out_dim is None and dec.adaptive_softmax is None
+
+
+def test_untied_adaptive_softmax_is_at_d_with_the_maps_bands_and_shares_nothing():
+    model = tiny_lm(define_map_dim=12, define_output_layer="untied", **ADAPTIVE)
+    dec = model.decoder
+    softmax, amap = dec.adaptive_softmax, dec.embed_tokens.map
+    assert softmax.cutoff == [10, 20, 40] and softmax.input_dim == 32 and dec.project_out_dim is None
+    # d / factor^i with the softmax's own --adaptive-softmax-factor (fairseq's default 4)
+    assert [t[0].weight.shape for t in softmax.tail] == [(8, 32), (2, 32)]
+    assert not {id(p) for p in softmax.parameters()} & {id(p) for p in amap.parameters()}
+
+
+def test_untied_adaptive_softmax_takes_its_own_bands_when_given():
+    model = tiny_lm(define_output_layer="untied", adaptive_softmax_cutoff="15", **ADAPTIVE)
+    assert model.decoder.adaptive_softmax.cutoff == [15, 40]
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["standard", "adaptive"])
+def test_tied_unit_output_scores_against_the_units_outputs(adaptive):
+    model = tiny_lm(define_output_layer="tied_unit", **(ADAPTIVE if adaptive else {}))
+    dec = model.decoder
+    assert dec.adaptive_softmax is None and dec.project_out_dim is None
+    own = {id(p) for p in dec.output_projection.parameters()}
+    assert not own  # no parameters of its own: not stored twice
+    with torch.no_grad():
+        table = dec.embed_tokens(torch.arange(40)[None])[0]  # [V, d]: the unit's output per entry
+        torch.testing.assert_close(dec.output_projection.weight, table)
+    assert parameter_distribution(model)["total"] < parameter_distribution(
+        tiny_lm(define_output_layer="untied", **(ADAPTIVE if adaptive else {})))["total"]
+
+
+@pytest.mark.parametrize("output", OUTPUT_FORMS)
+def test_an_output_form_trains_its_own_weights(output):
+    """One step of SGD moves the weights the output form reads: the map and the unit for the
+    tied forms, the layer of its own for untied."""
+    torch.manual_seed(0)
+    model = tiny_lm(define_output_layer=output).train()
+    tokens = torch.randint(4, 40, (2, 7))
+    logits, _ = model(tokens)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten()).backward()
+    dec = model.decoder
+    assert dec.embed_tokens.map.weight.grad.abs().sum() > 0
+    if output == "untied":
+        assert dec.output_projection.weight.grad.abs().sum() > 0
+
+
+def test_a_checkpoint_from_before_the_setting_loads_tied_at_n():
+    """Configs saved before --define-output-layer existed have no such key: tied at n, as built."""
+    args = Namespace(arch="define_transformer_lm_tiny", dropout=0.0, tokens_per_sample=64)
+    ARCH_CONFIG_REGISTRY["define_transformer_lm_tiny"](args)
+    d = tiny_lm().decoder.dictionary
+    model = DefineTransformerLanguageModel.build_model(args, Namespace(source_dictionary=d, target_dictionary=d))
+    assert model.decoder.output_projection.weight is model.decoder.embed_tokens.map.weight
 
 
 def test_projective_counts_as_input_output_and_define_as_define():
@@ -97,6 +164,8 @@ def test_wikitext_103_rows_take_the_softmax_bands_from_the_map():
     (dict(define_no_reduce=True), "drop --define-no-reduce"),
     (dict(ADAPTIVE, adaptive_input_cutoff="10,50"), "--adaptive-input-cutoff 10,50 reaches the vocabulary size 40"),
     (dict(ADAPTIVE, define_map_dim=2, adaptive_input_factor=4), "a smaller --adaptive-input-factor"),
+    (dict(ADAPTIVE, define_output_layer="tied_unit", adaptive_softmax_cutoff="10,20"), "full softmax"),
+    (dict(define_output_layer="tied_unit", decoder_output_dim=16), "drop --decoder-output-dim"),
 ])
 def test_settings_it_cannot_honour_are_refused(settings, message):
     with pytest.raises(UserError, match=message):  # one line at the command line (fairseq_define.errors)

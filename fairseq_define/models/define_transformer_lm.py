@@ -8,8 +8,12 @@ or with ``--adaptive-input`` fairseq's adaptive input of width n (bands n / fact
 projected to n; Baevski & Auli 2019). The output is tied at the map width, as the paper ties
 it: the decoder's features are projected d -> n and scored against the n-dim table, or by
 fairseq's adaptive softmax tied to the adaptive map (tables and band projections, as in the
-Table 2 setup). ``--define-transform projective`` is the baseline at the same n: one linear
-n -> m instead of the unit.
+Table 2 setup). ``--define-output-layer`` chooses another output: ``untied`` keeps a layer
+of its own at the decoder's width d (a d x vocabulary table, or with ``--adaptive-input``
+fairseq's adaptive softmax at d with the map's bands, untied), ``tied_unit`` scores against
+the unit's d-dim outputs for the whole vocabulary (define_transformer's third form).
+``--define-transform projective`` is the baseline at the same n: one linear n -> m instead of
+the unit.
 """
 
 import math
@@ -31,8 +35,10 @@ from ..modules.config_bounds import check_dropouts
 from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
+from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import tlm_wiki103
+from .define_transformer import OUTPUT_LAYER_CHOICES
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
 
@@ -47,6 +53,16 @@ class DefineTransformerLMConfig(TransformerLanguageModelConfig, DefineConfig):
         default="define",
         metadata={"help": "define (the paper's unit; its ablations: see define_transformer) or "
                   "projective (one linear n -> m: the baseline at the same n)"},
+    )
+    define_output_layer: OUTPUT_LAYER_CHOICES = field(
+        default="tied_map",
+        metadata={"help": "the output layer: tied_map (d -> n projection scored against the n-dim map, or "
+                  "with --adaptive-input the adaptive softmax tied to the adaptive map: the paper's LM "
+                  "tying), untied (a layer of its own at the decoder's width: a d x vocabulary table, or "
+                  "with --adaptive-input fairseq's adaptive softmax at d with the map's bands unless "
+                  "--adaptive-softmax-cutoff says otherwise), or tied_unit (logits against the DeFINE "
+                  "unit's d-dim output for every vocabulary entry, a full softmax: one pass of the unit "
+                  "over the vocabulary per training step)"},
     )
 
 
@@ -76,12 +92,21 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
             args.max_target_positions = getattr(args, "tokens_per_sample", None) or 1024
         n = args.define_map_dim
         args.no_scale_embedding = True  # the map scales itself by sqrt(n); the unit's output enters unscaled
-        args.decoder_output_dim = n  # features d -> n, scored against the n-dim map
-        if args.adaptive_input:  # fairseq's adaptive softmax, tied to the adaptive map
-            args.adaptive_softmax_cutoff = args.adaptive_input_cutoff
-            args.adaptive_softmax_factor = args.adaptive_input_factor
-            args.tie_adaptive_weights = args.tie_adaptive_proj = True
-        else:
+        form = args.define_output_layer
+        if form == "tied_map":
+            args.decoder_output_dim = n  # features d -> n, scored against the n-dim map
+            if args.adaptive_input:  # fairseq's adaptive softmax, tied to the adaptive map
+                args.adaptive_softmax_cutoff = args.adaptive_input_cutoff
+                args.adaptive_softmax_factor = args.adaptive_input_factor
+                args.tie_adaptive_weights = args.tie_adaptive_proj = True
+            else:
+                args.share_decoder_input_output_embed = True
+        elif form == "untied":
+            if args.adaptive_input and not args.adaptive_softmax_cutoff:
+                args.adaptive_softmax_cutoff = args.adaptive_input_cutoff  # the map's bands, at d
+            args.tie_adaptive_weights = args.tie_adaptive_proj = False
+            args.share_decoder_input_output_embed = False
+        else:  # tied_unit: a full softmax against the unit's outputs, no table of its own
             args.share_decoder_input_output_embed = True
         dictionary = task.source_dictionary
         embed = cls.build_embedding(args, dictionary, args.decoder_input_dim, options=options)
@@ -124,8 +149,12 @@ class DefineTransformerLMDecoder(TransformerDecoder):
             self.project_out_dim = Linear(self.embed_dim, self.output_embed_dim, bias=False)
 
     def build_output_projection(self, args, dictionary, embed_tokens):
-        # the adaptive softmax ties to the adaptive map inside the DeFINE embedding; the
-        # standard output ties to embed_tokens.weight, the n-dim map table
+        if args.define_output_layer == "tied_unit":
+            self.output_projection = UnitTiedOutputProjection(embed_tokens)  # [B, T, d] -> [B, T, V]
+            return
+        # tied_map: the adaptive softmax ties to the adaptive map inside the DeFINE embedding;
+        # the standard output ties to embed_tokens.weight, the n-dim map table. untied: fairseq
+        # builds its own d-wide layer and reads neither
         if args.adaptive_input:
             embed_tokens = embed_tokens.map
         super().build_output_projection(args, dictionary, embed_tokens)
@@ -133,6 +162,8 @@ class DefineTransformerLMDecoder(TransformerDecoder):
 
 def _check_settings(args, task) -> None:
     """One line for each setting this model cannot honour, naming the fix."""
+    if getattr(args, "define_output_layer", None) is None:
+        args.define_output_layer = "tied_map"  # a checkpoint saved before the setting existed
     from fairseq.tasks.translation import TranslationTask
 
     from ..tasks.contiguous_lm import ContiguousLMTask
@@ -149,16 +180,32 @@ def _check_settings(args, task) -> None:
         )
     if args.character_embeddings:
         raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
+    form = args.define_output_layer
+    if form == "tied_unit":
+        if args.adaptive_softmax_cutoff:
+            raise DefineConfigError(
+                "--define-output-layer tied_unit scores a full softmax against the unit's outputs: drop "
+                "--adaptive-softmax-cutoff (and use --criterion cross_entropy), or choose --define-output-layer "
+                "untied for an adaptive softmax of its own at d"
+            )
+        out_dim = args.decoder_output_dim or args.decoder_embed_dim
+        in_dim = args.decoder_input_dim or args.decoder_embed_dim
+        if out_dim != in_dim:
+            raise DefineConfigError(
+                f"--define-output-layer tied_unit scores the decoder's {out_dim}-dim states against the unit's "
+                f"{in_dim}-dim outputs: drop --decoder-output-dim (or make it --decoder-input-dim)"
+            )
     if args.adaptive_input:
         if not args.adaptive_input_cutoff:
             raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
-        if args.adaptive_softmax_cutoff and str(args.adaptive_softmax_cutoff) != str(args.adaptive_input_cutoff):
+        if (form == "tied_map" and args.adaptive_softmax_cutoff
+                and str(args.adaptive_softmax_cutoff) != str(args.adaptive_input_cutoff)):
             raise DefineConfigError(
                 f"--adaptive-softmax-cutoff {args.adaptive_softmax_cutoff} differs from --adaptive-input-cutoff "
                 f"{args.adaptive_input_cutoff}: the softmax is tied to the adaptive map, so it takes the map's "
                 "bands; drop --adaptive-softmax-cutoff"
             )
-    elif args.adaptive_softmax_cutoff:
+    elif args.adaptive_softmax_cutoff and form == "tied_map":
         raise DefineConfigError(
             "--adaptive-softmax-cutoff without --adaptive-input: the output is tied to the n-dim map table; "
             "add --adaptive-input --adaptive-input-cutoff (the same bands) for an adaptive map and softmax"
