@@ -1,0 +1,42 @@
+"""The README and docs/architectures.md name architectures as the plugin registers them: the
+generated list is current, and every name the README's architecture table gives (braces
+expanded) is registered, so a renamed or removed architecture cannot linger on the front page."""
+
+import itertools
+import re
+from pathlib import Path
+
+from fairseq.models import ARCH_CONFIG_REGISTRY
+
+import fairseq_define  # noqa: F401  (registers the architectures)
+from fairseq_define.tools.params import architectures_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def expand(pattern: str):
+    """``a_{x,y}_b{1,2}`` -> a_x_b1, a_x_b2, a_y_b1, a_y_b2 (shell brace expansion)."""
+    parts = re.split(r"\{([^}]*)\}", pattern)
+    choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+    return ["".join(c) for c in itertools.product(*choices)]
+
+
+def readme_architecture_table() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("| family | `--arch`")
+    return text[start:text.index("\n\n", start)]
+
+
+def test_docs_architectures_is_the_generated_list():
+    assert (ROOT / "docs" / "architectures.md").read_text(encoding="utf-8") == architectures_markdown(), (
+        "regenerate: fairseq-define-params --list-archs > docs/architectures.md")
+
+
+def test_every_architecture_the_readme_names_is_registered():
+    names = [n for code in re.findall(r"`(define_[a-z0-9_{},]+)`", readme_architecture_table()) for n in expand(code)]
+    assert len(names) > 40
+    assert [n for n in names if n not in ARCH_CONFIG_REGISTRY] == []
+
+
+def test_expand():
+    assert expand("a_{x,y}_b{1,2}") == ["a_x_b1", "a_x_b2", "a_y_b1", "a_y_b2"]
