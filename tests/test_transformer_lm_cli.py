@@ -1,6 +1,7 @@
 """define_transformer_lm through fairseq's stock command-line tools on a slice of WikiText-2,
 as fairseq's own transformer_lm is used: fairseq-train --task language_modeling (cross
-entropy over the n-dim table, or fairseq's adaptive_loss over the adaptive map), fairseq-eval-lm
+entropy over the n-dim table, or fairseq's adaptive_loss over the adaptive map; the untied and
+unit-tied output forms too), fairseq-eval-lm
 with and without --context-window, cached DeFINE tables and compression evaluating through
 eval-lm, and two torchrun processes (gloo, CPU) equal to one. Generation (hub, fairseq-generate,
 incremental state) is in test_lm_generation.py."""
@@ -23,6 +24,10 @@ MODELS = {
     "standard": ["--define-style", "paper"],
     "adaptive": ["--define-style", "authors", "--adaptive-input", "--adaptive-input-cutoff", "1000,4000",
                  "--criterion", "adaptive_loss", "--ddp-backend", "legacy_ddp"],
+    # the other output forms: fairseq's adaptive softmax at d of its own; a full softmax over the unit's outputs
+    "untied": ["--define-output-layer", "untied", "--adaptive-input", "--adaptive-input-cutoff", "1000,4000",
+               "--criterion", "adaptive_loss", "--ddp-backend", "legacy_ddp"],
+    "tied_unit": ["--define-output-layer", "tied_unit"],
 }
 
 

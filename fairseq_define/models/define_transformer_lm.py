@@ -142,6 +142,9 @@ class DefineTransformerLMDecoder(TransformerDecoder):
     """fairseq's TransformerDecoder whose output layer is tied to the DeFINE map at n."""
 
     def __init__(self, args, dictionary, embed_tokens):
+        # read here: fairseq hands build_output_projection a TransformerConfig, which drops
+        # the plugin's settings
+        self.output_form = args.define_output_layer
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
         if self.project_out_dim is None and self.embed_dim != self.output_embed_dim:
             # fairseq leaves d -> n out when the adaptive softmax is tied (its tied setup has
@@ -149,7 +152,7 @@ class DefineTransformerLMDecoder(TransformerDecoder):
             self.project_out_dim = Linear(self.embed_dim, self.output_embed_dim, bias=False)
 
     def build_output_projection(self, args, dictionary, embed_tokens):
-        if args.define_output_layer == "tied_unit":
+        if self.output_form == "tied_unit":
             self.output_projection = UnitTiedOutputProjection(embed_tokens)  # [B, T, d] -> [B, T, V]
             return
         # tied_map: the adaptive softmax ties to the adaptive map inside the DeFINE embedding;
