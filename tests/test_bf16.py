@@ -24,8 +24,8 @@ def train_losses(out):
 
 def assert_trained_in_bf16(out, ckpt, optimizer_name):
     loss = train_losses(out)
-    assert len(loss) >= 4 and all(math.isfinite(x) for x in loss), loss
-    assert loss[-1] < loss[0] - 0.5, loss  # it learns: 10.0 -> 9.0 here in float32 and bfloat16
+    assert len(loss) >= 3 and all(math.isfinite(x) for x in loss), loss
+    assert loss[-1] < loss[0] - 0.5, loss  # it learns (the NMT runs: about 9.7 -> 8.8 in 30 updates)
     valid = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+|nan|inf)", out)
     assert valid and math.isfinite(float(valid[-1])), valid
     assert NOTICE not in out
@@ -40,11 +40,11 @@ def assert_trained_in_bf16(out, ckpt, optimizer_name):
 
 @pytest.fixture(scope="module")
 def bf16_nmt(wmt_bin, tmp_path_factory):
-    """define_transformer_tiny trained 40 updates with ``--bf16 --cpu``: (output, checkpoint)."""
+    """define_transformer_tiny trained 30 updates with ``--bf16 --cpu``: (output, checkpoint)."""
     ckpt = tmp_path_factory.mktemp("bf16_nmt")
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
                   *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
-                  "--max-update", "40", "--save-dir", ckpt, "--no-epoch-checkpoints", "--cpu", "--bf16",
+                  "--max-update", "30", "--save-dir", ckpt, "--no-epoch-checkpoints", "--cpu", "--bf16",
                   "--log-format", "simple", "--log-interval", "10", "--seed", "3").stdout
     return out, ckpt / "checkpoint_last.pt"
 
@@ -59,7 +59,7 @@ def test_bf16_trains_on_the_cpu(bf16_nmt):
 def test_memory_efficient_bf16_trains_on_the_cpu(wmt_bin, tmp_path):
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
                   *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
-                  "--max-update", "40", "--save-dir", tmp_path, "--no-epoch-checkpoints", "--cpu",
+                  "--max-update", "30", "--save-dir", tmp_path, "--no-epoch-checkpoints", "--cpu",
                   "--memory-efficient-bf16", "--log-format", "simple", "--log-interval", "10", "--seed", "3").stdout
     assert_trained_in_bf16(out, tmp_path / "checkpoint_last.pt", "MemoryEfficientFP16Optimizer")
 
@@ -166,3 +166,28 @@ def test_cpu_bfloat16_matmul_and_backward():
     y.float().pow(2).sum().backward()
     assert y.dtype == torch.bfloat16 and layer.weight.grad.dtype == torch.bfloat16
     assert torch.isfinite(layer.weight.grad.float()).all() and torch.isfinite(x.grad.float()).all()
+
+
+@pytest.mark.cli
+def test_resume_with_bf16_and_without_it(wmt_bin, bf16_nmt, tmp_path):
+    """Resuming with --bf16 continues; without it fairseq builds another optimizer class and
+    refuses the checkpoint's state: one line naming both and the fix."""
+    import shutil
+
+    _, ckpt = bf16_nmt
+    shutil.copy(ckpt, tmp_path / "checkpoint_last.pt")
+    args = [wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+            "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+            "--max-update", "33", "--save-dir", tmp_path, "--no-save", "--cpu", "--disable-validation",
+            "--log-format", "simple", "--log-interval", "1", "--seed", "3"]
+    out = run_cli("fairseq-train", *args, "--bf16").stdout
+    assert "Loaded checkpoint" in out and "num_updates 33" in out
+    loss = train_losses(out)
+    assert len(loss) == 3 and all(math.isfinite(x) for x in loss), loss
+    proc = run_cli("fairseq-train", *args, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "fairseq-train: error: the checkpoint's optimizer is FP16Optimizer but this run builds FairseqAdam: "
+        "resume with the --optimizer and precision it was trained with (--fp16 and --bf16 train through "
+        "FP16Optimizer, their --memory-efficient- forms through MemoryEfficientFP16Optimizer), or pass "
+        "--reset-optimizer")
