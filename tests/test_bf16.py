@@ -191,3 +191,15 @@ def test_resume_with_bf16_and_without_it(wmt_bin, bf16_nmt, tmp_path):
         "resume with the --optimizer and precision it was trained with (--fp16 and --bf16 train through "
         "FP16Optimizer, their --memory-efficient- forms through MemoryEfficientFP16Optimizer), or pass "
         "--reset-optimizer")
+
+
+@pytest.mark.cli
+def test_nt_asgd_still_refuses_bf16(wt2_bin, tmp_path):
+    """AWD-LSTM's optimizer trains in float32 by design; --bf16 --cpu now reaches its check."""
+    proc = run_cli("fairseq-train", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch",
+                   "define_lstm_tiny", "--tokens-per-sample", "20", "--criterion", "awd_lm_loss", "--optimizer",
+                   "nt_asgd", "--lr-scheduler", "nt_asgd", "--lr", "5", "--batch-size", "8", "--max-update", "5",
+                   "--save-dir", tmp_path, "--cpu", "--bf16", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].startswith(
+        "fairseq-train: error: --optimizer nt_asgd trains in float32 (as AWD-LSTM): drop --fp16/--bf16/--amp")
