@@ -61,6 +61,12 @@ _FAIRSEQ_USER_ERRORS = [
      "the checkpoint's optimizer state does not fit this model's parameters: resume with the "
      "settings it was trained with (define_cache_on_load and --define-cached-table drop the "
      "DeFINE units and are for inference only), or pass --reset-optimizer"),
+    # another --optimizer, or another precision: --fp16/--bf16 (and their memory-efficient
+    # forms) wrap the optimizer, so a checkpoint resumed without them names another class
+    ("AssertionError", r"Optimizer does not match; please reset the optimizer \(--reset-optimizer\)\. (\S+) vs (\S+)",
+     "the checkpoint's optimizer is {0} but this run builds {1}: resume with the --optimizer "
+     "and precision it was trained with (--fp16 and --bf16 train through FP16Optimizer, their --memory-efficient- "
+     "forms through MemoryEfficientFP16Optimizer), or pass --reset-optimizer"),
 ]
 
 

@@ -13,7 +13,7 @@ every file it touches:
 
 - ``compat/``: Python 3.11, torch 2, numpy 2, sacrebleu 2, bitarray 3;
 - ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
-  DDP on CPU);
+  DDP on CPU, ``--bf16`` only on a TPU, the tensorboardX notice of every command);
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
   bounded checkpoint loading, atomic writes, config strings parsed and never run, checks of
   input files, settings and hub archives.

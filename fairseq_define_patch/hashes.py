@@ -80,7 +80,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "c29cbefc32f6f151f1189c4cc9dd505cfc6b44582482876a131c31454ee471e1",
+        "120c3dde365dc4d8f3e4483e23b0b51bcb1289226413e0fcd65d9e69585ede95",
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
@@ -253,5 +253,9 @@ SHA256: Dict[str, Tuple[str, str]] = {
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
         "5157622f097b1b8621b9ded8d2eaf4b4e77c9160dfb81d1b63736904765b6160",
+    ),
+    "fairseq/tasks/text_to_speech.py": (
+        "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
+        "f4ccf7fa7b0f2eebfd2f520b2d939f85bb0d4f833e2a1d17fea671136abc9d20",
     ),
 }

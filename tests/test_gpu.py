@@ -32,6 +32,9 @@ def test_mixed_precision_training_stays_finite(wmt_bin, tmp_path, precision):
                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "2000",
                   "--max-update", "300", "--save-dir", tmp_path / "ck", "--no-save", precision,
                   "--log-format", "simple", "--log-interval", "50", "--disable-validation").stdout
+    # the trainer chose CUDA (fairseq logs the devices, its spelling): --bf16 no longer means
+    # --tpu without torch_xla (the patch's fairseq_bugs/bf16_without_tpu.py)
+    assert re.search(r"CUDA enviroments for all \d+ workers", out)
     loss = [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+|nan|inf)", out)]
     assert len(loss) >= 5 and all(math.isfinite(l) for l in loss), loss
     assert loss[-1] < loss[0]

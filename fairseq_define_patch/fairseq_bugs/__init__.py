@@ -1,5 +1,10 @@
 """Bugs of fairseq 0.12.2 itself, on any Python, torch or numpy."""
 
-from . import ddp_on_cpu, encoder_fastpath
+from . import bf16_without_tpu, ddp_on_cpu, encoder_fastpath, tensorboardx_notice
 
-PATCHES = encoder_fastpath.PATCHES + ddp_on_cpu.PATCHES
+PATCHES = (
+    encoder_fastpath.PATCHES
+    + ddp_on_cpu.PATCHES
+    + bf16_without_tpu.PATCHES
+    + tensorboardx_notice.PATCHES
+)
