@@ -288,12 +288,14 @@ def set_jobs(jobs: int) -> None:
 
 
 def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
-             budget: Optional[Budget] = None, jobs: int = 1, records: Optional[Path] = None) -> Dict[str, dict]:
+             budget: Optional[Budget] = None, jobs: int = 1, records: Optional[Path] = None,
+             train: bool = True) -> Dict[str, dict]:
     """Each arm once: skipped when its result.json exists, else run_one(arm, dir) trains,
     evaluates and records it; JOBS arms at a time. Progress on the log and a tqdm bar.
     ``records``: a folder kept with the report (committed), where each finished arm's result
     is copied as ARM.json; an arm recorded there is done even where its work folder is gone
-    (another machine, a wiped work folder), so a long study resumes across sessions."""
+    (another machine, a wiped work folder), so a long study resumes across sessions.
+    ``train`` False (--report-only): an arm without a result is left out, not trained."""
 
     if records is not None:
         records.mkdir(parents=True, exist_ok=True)
@@ -313,6 +315,9 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
                 logger.warning("%s: trained under another budget (%s); delete %s to train it under this one",
                                arm.id, result.get("budget"), run_dir)
             return result
+        if not train:
+            logger.warning("%s: not run yet, left out of the report (--report-only)", arm.id)
+            return None
         logger.info("%s: training %s %s (seed %d; log %s)", arm.id, arm.arch, " ".join(arm.args), arm.seed,
                     run_dir / "train.log")
         result = run_one(arm, run_dir)
@@ -321,7 +326,8 @@ def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], 
         logger.info("%s: %s", arm.id, ", ".join(f"{k} {v:.2f}" for k, v in result["metrics"].items()))
         return result
 
-    return dict(zip((a.id for a in arms), each(list(arms), one, jobs, name=lambda a: a.id)))
+    done = zip((a.id for a in arms), each(list(arms), one, jobs, name=lambda a: a.id))
+    return {arm_id: result for arm_id, result in done if result is not None}
 
 
 # ---------------------------------------------------------------------------- report
@@ -455,6 +461,9 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
                    help=f"training time cap an arm, for slower machines (default {default_minutes:g}{minutes_note})")
     p.add_argument("--no-second-seed", action="store_true",
                    help="skip the second seed of the points that decide the comparison")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: write the report from the arms already recorded (runs/ or the workdir), "
+                   "leaving out those not run yet")
     p.add_argument("--quick", action="store_true",
                    help="a pipeline check: two arms, a few updates, tiny data slices (~1 minute); not a result")
     p.add_argument("--list", action="store_true", help="print the arms and their arguments, then exit")

@@ -84,11 +84,13 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
 
     arms = select_arms(grid, args.arms)
     records = out_dir / "runs"  # each arm's result, committed with the report: the study resumes anywhere
-    results = run_arms(arms, workdir, run_one, budget, args.jobs, records)
+    train = not args.report_only
+    results = run_arms(arms, workdir, run_one, budget, args.jobs, records, train)
     if not (args.no_second_seed or args.quick or args.arms):
         seeds = [a.with_seed(2) for a in best_per_family(arms, results, study.second_seed_families, "valid_ppl", False)]
-        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records, train))
         arms = list(arms) + seeds
+    arms = [a for a in arms if a.id in results]
     report = Report(
         title=study.title + (" (quick mode: not a result)" if args.quick else ""),
         metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,

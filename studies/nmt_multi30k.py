@@ -434,11 +434,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # the Transformer (reused from the budget runs with --find-budget) and a DeFINE arm it did not train
         arms = [arms[0], [a for a in arms if a.family == "DeFINE (paper)"][-1]]
     records = out_dir / "runs"  # each arm's result, committed with the report: the study resumes anywhere
-    results = run_arms(arms, workdir, run_one, budget, args.jobs, records)
+    train = not args.report_only
+    results = run_arms(arms, workdir, run_one, budget, args.jobs, records, train)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
-        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records))
+        results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records, train))
         arms = arms + seeds
+    arms = [a for a in arms if a.id in results]
     for arm in arms:  # extra test sets given after an arm finished: scored now
         r = results[arm.id]
         run_dir = workdir / arm.id

@@ -100,6 +100,29 @@ def test_a_recorded_arm_is_done_without_its_work_folder(quick_run):
         aside.rename(arm)
 
 
+def test_report_only_trains_nothing_and_leaves_out_an_arm_not_run(quick_run):
+    """--report-only writes the report from the recorded arms: one whose record and work
+    folder are gone is left out (named on the log), and nothing trains."""
+    name, work, args, _ = quick_run
+    arm = arm_dirs(work)[0]
+    record = work / "report" / "runs" / f"{arm.name}.json"
+    aside = work.parent / f"{work.name}-{arm.name}-aside"
+    saved = record.read_text()
+    arm.rename(aside)
+    record.unlink()
+    try:
+        out = study(name, *args, "--report-only").stdout
+        assert f"{arm.name}: not run yet, left out of the report (--report-only)" in out, out[-3000:]
+        assert not (work / arm.name).exists() and "training" not in out
+        table = (work / "report" / "results.md").read_text()
+        assert f"| {arm.name} |" not in table
+        assert any(f"| {other.name} |" in table for other in arm_dirs(work))
+    finally:
+        shutil.rmtree(work / arm.name, ignore_errors=True)
+        aside.rename(arm)
+        record.write_text(saved)
+
+
 def test_nmt_quick_mode_finds_the_budget_and_trains_with_it(quick_run):
     name, work, _, first = quick_run
     if name != "nmt_multi30k":
