@@ -73,10 +73,10 @@ def test_check_mode_fails_on_unpatched(pristine_copy, monkeypatch):
 def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     """A Python that finds an unpatched fairseq first gets one clear ImportError."""
     site = tmp_path / "site"
-    for top in ("fairseq", "fairseq_cli", "hydra"):
-        shutil.copytree(fp.site_root("fairseq" if top != "hydra" else "hydra-core") / top,
-                        site / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    fp.apply({"fairseq": site, "hydra-core": site}, reverse=True)
+    tops = {"fairseq": "fairseq", "fairseq_cli": "fairseq", "hydra": "hydra-core", "antlr4": "antlr4-python3-runtime"}
+    for top, dist in tops.items():
+        shutil.copytree(fp.site_root(dist) / top, site / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    fp.apply({dist: site for dist in tops.values()}, reverse=True)
     proc = subprocess.run(
         [sys.executable, "-c", "import fairseq_define"],
         capture_output=True, text=True, cwd=tmp_path,
