@@ -1,11 +1,24 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the test suite).
 # Both set up .venv on first use: CPU torch 2.13.0 (pinned, also inside pip's build
 # environments via PIP_CONSTRAINT), fairseq 0.12.2 and this package, then patch fairseq.
+# PYTHON: the interpreter the venv is made from (3.11, 3.12 or 3.13); VENV: its folder, e.g.
+# `make setup PYTHON=python3.12 VENV=.venv312` beside the default one.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed
+# TORCH: the torch the set-up installs and pins. 2.13.0 (constraints.txt): the CPU wheel where
+# one is at hand (Python 3.11 here), else PyPI's build with CUDA (~3 GB with its nvidia-*
+# packages); TORCH=VERSION another release; TORCH=installed keeps the torch already in
+# $(VENV) (your CUDA build, installed there first) and pins it as it is.
+TORCH ?= 2.13.0
+ifeq ($(TORCH),2.13.0)
 export PIP_CONSTRAINT := $(abspath constraints.txt)
+TORCH_REQUIREMENT := torch==2.13.0
+else
+export PIP_CONSTRAINT := $(abspath $(VENV))/torch-constraint.txt
+TORCH_REQUIREMENT := torch
+endif
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo test test-fast setup check recipes-small studies study-nmt study-ptb study-wt2 study-tlm fairseq-tests clean-venv
@@ -58,14 +71,24 @@ fairseq-tests: $(STAMP)
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check
 
-# pip stays at the venv's version (23.x): pip >= 24.1 refuses omegaconf 2.0.6's metadata.
+# pip stays below 24.1 (the venv's 23.x on 3.11 and 3.12; Python 3.13's venv brings 24.2,
+# stepped back to 24.0): pip >= 24.1 refuses omegaconf 2.0.6's metadata.
 $(STAMP): setup.py constraints.txt $(wildcard fairseq_define_patch/*.py fairseq_define_patch/*/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install torch==2.13.0
+ifeq ($(TORCH),installed)
+	v=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null) || \
+	  { echo "TORCH=installed: no torch in $(VENV); install your torch build there first" >&2; exit 2; }; \
+	echo "torch==$$v" > $(PIP_CONSTRAINT)
+else ifneq ($(TORCH),2.13.0)
+	echo "torch==$(TORCH)" > $(PIP_CONSTRAINT)
+endif
+	$(BIN)/python -m pip install 'pip<24.1'
+	$(BIN)/python -m pip install $(TORCH_REQUIREMENT)
 	$(BIN)/python -m pip install -e '.[test]'
 	# a venv patched by an older version of this project: reinstall the shipped files first
 	$(BIN)/fairseq-define-patch-fairseq --apply || { \
-	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 hydra-core==1.0.7 && \
+	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 hydra-core==1.0.7 \
+	    antlr4-python3-runtime==4.8 && \
 	  $(BIN)/fairseq-define-patch-fairseq --apply; }
 	$(BIN)/fairseq-define-patch-fairseq --check
 	touch $(STAMP)

@@ -1,4 +1,4 @@
-"""Make stock fairseq 0.12.2 work on Python 3.11, torch >= 2.6 and numpy 2, and harden it.
+"""Make stock fairseq 0.12.2 work on Python 3.11 to 3.13, torch >= 2.6 and numpy 2, and harden it.
 
 fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
 checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
@@ -11,7 +11,7 @@ them: the installed files themselves are edited, once, by this module.
 Layout: one module per fix, each with its reason, the Python it inserts and its edits in
 every file it touches:
 
-- ``compat/``: Python 3.11, torch 2, numpy 2, sacrebleu 2, bitarray 3;
+- ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, sacrebleu 2, bitarray 3;
 - ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
   DDP on CPU, ``--bf16`` only on a TPU, the tensorboardX notice of every command);
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
@@ -57,7 +57,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 APPLY_COMMAND = "fairseq-define-patch-fairseq --apply"
-SUPPORTED_VERSIONS = {"fairseq": "0.12.2", "hydra-core": "1.0.7"}
+# antlr4-python3-runtime: hydra-core 1.0.7's parser runtime (pinned there), edited for
+# Python 3.13 (compat/python312.py)
+SUPPORTED_VERSIONS = {"fairseq": "0.12.2", "hydra-core": "1.0.7", "antlr4-python3-runtime": "4.8"}
+_TOP_PACKAGE = {"fairseq": "fairseq", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4"}
+# what a refusal tells the user to reinstall
+_REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIONS.items())
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
 PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(
@@ -86,7 +91,7 @@ def apply_edits(text: str, edits: Sequence[Edit], reverse: bool = False) -> str:
 def site_root(distribution: str) -> Path:
     """Directory holding the distribution's packages, found without importing them
     (``import fairseq`` itself fails before the patch)."""
-    top = {"fairseq": "fairseq", "hydra-core": "hydra"}[distribution]
+    top = _TOP_PACKAGE[distribution]
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
         raise FairseqPatchError(
@@ -154,10 +159,10 @@ def _refuse_unknown(found: List[FileStatus]) -> None:
     if bad:
         lines = "\n".join(f"  {s.path}: {s.state} content" for s in bad)
         raise FairseqPatchError(
-            "refusing to patch: these files are neither the fairseq 0.12.2 / hydra-core "
-            f"1.0.7 originals nor the patched versions:\n{lines}\n"
-            "Reinstall them (pip install --force-reinstall --no-deps fairseq==0.12.2 "
-            f"hydra-core==1.0.7) and run {APPLY_COMMAND} again."
+            "refusing to patch: these files are neither the shipped originals of "
+            f"{_REINSTALL.replace(' ', ', ')} nor the patched versions:\n{lines}\n"
+            f"Reinstall them (pip install --force-reinstall --no-deps {_REINSTALL}) and run "
+            f"{APPLY_COMMAND} again."
         )
 
 
@@ -197,7 +202,7 @@ def require_patched_fairseq() -> None:
     if not_patched:
         names = ", ".join(s.patch.path for s in not_patched)
         raise ImportError(
-            "fairseq_define: the installed fairseq 0.12.2 is not patched for Python 3.11 / "
+            "fairseq_define: the installed fairseq 0.12.2 is not patched for Python 3.11+ / "
             f"torch >= 2.6 / numpy 2 ({names}). Run `{APPLY_COMMAND}` "
             "(or `python -m fairseq_define_patch --apply`) in this environment."
         )
@@ -228,7 +233,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fairseq-define-patch-fairseq",
         description="Patch the installed fairseq 0.12.2 and hydra-core 1.0.7 so that "
-        "fairseq works on Python 3.11, torch >= 2.6 and numpy 2, and refuses bad input "
+        "fairseq works on Python 3.11 to 3.13, torch >= 2.6 and numpy 2, and refuses bad input "
         "and unsafe files with one line.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)

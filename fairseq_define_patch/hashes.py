@@ -258,4 +258,24 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
         "f4ccf7fa7b0f2eebfd2f520b2d939f85bb0d4f833e2a1d17fea671136abc9d20",
     ),
+    "hydra/core/plugins.py": (
+        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
+        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
+    ),
+    "hydra/grammar/gen/OverrideLexer.py": (
+        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
+        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
+    ),
+    "antlr4/Lexer.py": (
+        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
+        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
+    ),
+    "antlr4/Parser.py": (
+        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
+        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
+    ),
+    "fairseq/models/wav2vec/wav2vec2_asr.py": (
+        "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
+        "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
+    ),
 }

@@ -1,8 +1,8 @@
 """Compatibility: what stock fairseq 0.12.2 (and hydra-core 1.0.7) needs to import and run
-on Python 3.11, torch 2 and numpy 2, and with today's sacrebleu and bitarray. Loading
+on Python 3.11 to 3.13, torch 2 and numpy 2, and with today's sacrebleu and bitarray. Loading
 checkpoints under torch >= 2.6's weights-only default is in hardening.checkpoint_loading:
 its allow-list is a safety fix as much as a compatibility one."""
 
-from . import libraries, numpy2, python311, torch2
+from . import libraries, numpy2, python311, python312, torch2
 
-PATCHES = python311.PATCHES + torch2.PATCHES + numpy2.PATCHES + libraries.PATCHES
+PATCHES = python311.PATCHES + python312.PATCHES + torch2.PATCHES + numpy2.PATCHES + libraries.PATCHES
