@@ -8,16 +8,20 @@
 # metadata). Not torch: the target machine has its own (CUDA) build.
 #
 #   Command:   bash scripts/build_wheelhouse.sh --python python3.11 --out wheelhouse
-#   Hardware:  a machine with a network (or a package index), the chosen Python, a C++
-#              compiler; 2 cores: about 5 minutes, most of it building fairseq.
-#   Needs:     torch for the chosen Python in the build environment, a CPU build by choice:
-#              fairseq's setup.py compiles its C++ extensions against the torch it imports
-#              (--no-build-isolation). Its torch extensions (libbase, libnat) are tied to
-#              that torch version; nothing in this package imports them, the other compiled
-#              parts (libbleu, the Cython data utilities) depend on numpy only. Give
-#              --torch 'torch==X' matching the target's torch to have those two usable too.
-#              Python 3.12 and newer: PyPI's default torch for Linux is a CUDA build
-#              (gigabytes with its nvidia packages); pass --torch-index with a CPU wheel index.
+#   Hardware:  a machine with a package index, the chosen Python and a C++ compiler; 2 busy
+#              cores: about 10 minutes, most of it building fairseq.
+#   Build:     fairseq's compiled parts are libbleu and two Cython data utilities (numpy's
+#              ABI). Its setup.py also compiles torch extensions (libbase, libnat) whenever it
+#              can import torch, but the 0.12.2 sdist lacks their sources, so such a build
+#              fails (ninja: fairseq/clib/libbase/balanced_assignment.cpp missing): fairseq is
+#              built here with --no-build-isolation in an environment with setuptools, wheel,
+#              Cython and numpy and without torch, and the other requirements are read from
+#              the two wheels' metadata, so no torch is downloaded to build.
+#   Check:     the end installs the folder offline into a fresh environment that first gets
+#              torch (--torch SPEC, default constraints.txt's; --torch-index URL for a CPU
+#              index) and imports the package; --no-check skips it. Python 3.12 and newer:
+#              PyPI's Linux torch is a CUDA build of gigabytes: give a CPU --torch-index or
+#              --no-check.
 #   Then, on the target (its CUDA torch already installed, Python of the same minor version):
 #              python -m pip install --no-index --find-links wheelhouse 'pip<24.1'
 #              python -m pip install --no-index --find-links wheelhouse 'fairseq-define[test]'
@@ -30,7 +34,7 @@ SCRIPT_NAME="$(basename "$0")"
 die() { echo "$SCRIPT_NAME: error: $*" >&2; exit 2; }
 script_header() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-PY="" OUT="" TORCH="torch==$(sed -n 's/^torch==//p' "$ROOT/constraints.txt")" TORCH_INDEX="" KEEP=0
+PY="" OUT="" TORCH="torch==$(sed -n 's/^torch==//p' "$ROOT/constraints.txt")" TORCH_INDEX="" KEEP=0 CHECK=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --python) PY="${2:-}"; shift 2 ;;
@@ -38,12 +42,14 @@ while [[ $# -gt 0 ]]; do
     --torch) TORCH="${2:-}"; shift 2 ;;
     --torch-index) TORCH_INDEX="${2:-}"; shift 2 ;;
     --keep-build-env) KEEP=1; shift ;;
+    --no-check) CHECK=0; shift ;;
     -h|--help) script_header
       printf '%s\n' "Options:" \
         "  --python PY        the Python to build for (a command or a path; required)" \
         "  --out DIR          where the wheels go (required; created)" \
-        "  --torch SPEC       the torch that fairseq's build imports (default: constraints.txt's, $TORCH)" \
+        "  --torch SPEC       the torch of the offline-install check (default: constraints.txt's, $TORCH)" \
         "  --torch-index URL  the index to take that torch from (e.g. a CPU wheel index)" \
+        "  --no-check         skip the check (no torch is downloaded at all)" \
         "  --keep-build-env   keep the temporary build environment (its path is printed)"
       exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -65,26 +71,53 @@ pip_() { "$VPY" -m pip --disable-pip-version-check "$@"; }
 echo "==> build environment: $("$VPY" --version), pip $(pip_ --version | cut -d' ' -f2)"
 [[ "$(pip_ --version | cut -d' ' -f2 | cut -d. -f1)" -lt 24 ]] || pip_ install 'pip<24.1'
 
-echo "==> torch for fairseq's build: $TORCH${TORCH_INDEX:+ from $TORCH_INDEX}"
-if [[ -n "$TORCH_INDEX" ]]; then pip_ install --index-url "$TORCH_INDEX" "$TORCH"; else pip_ install "$TORCH"; fi
-# fairseq's build requirements; Python 3.12 venvs come without setuptools
+# fairseq's build requirements (Python 3.12 venvs come without setuptools); no torch: above
 pip_ install setuptools wheel cython numpy
 
-echo "==> fairseq 0.12.2 from its sdist (compiled against this numpy and torch)"
-# --no-binary: a prebuilt fairseq wheel found on an index or in PIP_FIND_LINKS would not be
-# built against the torch above
-pip_ wheel --no-deps --no-build-isolation --no-binary fairseq -w "$OUT" fairseq==0.12.2
+echo "==> fairseq 0.12.2 from its sdist"
+# --no-binary, --no-cache-dir: not a prebuilt fairseq wheel (an index, PIP_FIND_LINKS, or pip's
+# cache of the wheels it built before)
+pip_ wheel --no-deps --no-build-isolation --no-binary fairseq --no-cache-dir -w "$OUT" fairseq==0.12.2
 echo "==> this package"
 pip_ wheel --no-deps -w "$OUT" "$ROOT"
 
 echo "==> the dependencies, resolved for $("$VPY" --version)"
-# installing both wheels (torch is there) resolves every other requirement for this Python;
-# the frozen list, less torch and the two wheels above, is what the target needs
-pip_ install --find-links "$OUT" "fairseq-define[test]"
-pip_ freeze --all | grep -v -i -E '^(torch|fairseq|fairseq-define|fairseq_define|nvidia-.*|triton)([=@ ]|$)' \
-  | grep -v -E '^-e ' > "$OUT/requirements.txt"
-pip_ wheel --no-deps -w "$OUT" -r "$OUT/requirements.txt"
+# the requirements of both wheels (with the test extra), less torch and the two themselves;
+# pip wheel resolves them and their own dependencies for this Python
+"$VPY" - "$OUT" > "$BUILD/requirements.in" <<'PYEOF'
+import sys, zipfile
+from pathlib import Path
+from pip._vendor.packaging.requirements import Requirement
 
+skip = {"torch", "fairseq", "fairseq-define"}
+for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
+    if not wheel.name.startswith(("fairseq-", "fairseq_define-")):
+        continue
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        for line in z.read(meta).decode().splitlines():
+            if line.startswith("Requires-Dist:"):
+                req = Requirement(line.split(":", 1)[1].strip())
+                if req.name.lower().replace("_", "-") in skip:
+                    continue
+                if req.marker is None or req.marker.evaluate({"extra": "test"}):
+                    req.marker = None
+                    print(req)
+PYEOF
+echo 'pip<24.1' >> "$BUILD/requirements.in"  # for the target's install (see the header)
+pip_ wheel -w "$OUT" -r "$BUILD/requirements.in"
+ls "$OUT"/*.whl | grep -i -E '/(torch|nvidia_|triton)-' && die "a wheel above requires torch: the target's own torch must serve it, remove it and its requirement"
+"$VPY" -c "
+import sys
+from pathlib import Path
+for w in sorted(Path(sys.argv[1]).glob('*.whl')):
+    name, version = w.name.split('-')[:2]
+    print(f'{name}=={version}')" "$OUT" > "$OUT/requirements.txt"
+
+if [[ $CHECK == 0 ]]; then
+  echo "wheelhouse: $OUT ($(ls "$OUT"/*.whl | wc -l) wheels, $(du -sh "$OUT" | cut -f1)); not checked (--no-check)"
+  exit 0
+fi
 # a check that the folder is complete: a fresh venv with only this torch installs everything offline
 echo "==> check: an offline install from $OUT into a fresh environment"
 "$PY" -m venv "$BUILD/check"
