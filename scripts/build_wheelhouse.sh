@@ -8,8 +8,9 @@
 # metadata). Not torch: the target machine has its own (CUDA) build.
 #
 #   Command:   bash scripts/build_wheelhouse.sh --python python3.11 --out wheelhouse
-#   Hardware:  a machine with a package index, the chosen Python and a C++ compiler; 2 busy
-#              cores: about 10 minutes, most of it building fairseq.
+#   Hardware:  a machine with a package index, the chosen Python and a C++ compiler; on 2
+#              busy cores 5 min 40 s for Python 3.11 with the check, 3 min 20 s for 3.12
+#              with --no-check (47 wheels, 71-73 MB).
 #   Build:     fairseq's compiled parts are libbleu and two Cython data utilities (numpy's
 #              ABI). Its setup.py also compiles torch extensions (libbase, libnat) whenever it
 #              can import torch, but the 0.12.2 sdist lacks their sources, so such a build
