@@ -21,7 +21,7 @@ TORCH_REQUIREMENT := torch
 endif
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast setup check recipes-small studies study-nmt study-ptb study-wt2 study-tlm fairseq-tests clean-venv
+.PHONY: demo test test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -67,6 +67,13 @@ study-tlm: $(STAMP)
 # there, else GitHub's; what is left out and why: scripts/run_fairseq_tests.sh
 fairseq-tests: $(STAMP)
 	TEST_WORKERS=$(TEST_WORKERS) bash scripts/run_fairseq_tests.sh $(PYTEST_ARGS)
+
+# the GPU check (docs/testing.md#gpu-check): GPU tests, benchmarks in bf16, a short Table 3 run,
+# one summary; ARGS="--out DIR" (and --cpu for the CPU version). No $(STAMP): on a GPU machine
+# the package is installed beside its CUDA torch (make setup would add the CPU one); the
+# script uses .venv where there is one.
+gpu-check:
+	bash scripts/gpu_check.sh $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check

@@ -174,8 +174,11 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
         models = {"theirs": theirs, "ours": ours["unique"], "ours-plain": ours["plain"]}
         models = {name: mod.to(device=device, dtype=dtype).train() for name, mod in models.items()}
         tokens = real_token_ids(corpus(*source), vocab, rows, length).to(device)
+        # the same function computed by other kernels: float32 agrees to 1e-4; bfloat16 keeps 8
+        # bits of mantissa, so its roundings differ by a step (2^-8) between the two paths
+        tol = 1e-4 if dtype == torch.float32 else 3e-2
         with torch.no_grad():
-            torch.testing.assert_close(models["ours"](tokens), models["theirs"](tokens), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(models["ours"](tokens), models["theirs"](tokens), rtol=tol, atol=tol)
 
         def make_step(mod):
             def step():

@@ -37,6 +37,15 @@ fresh_tmpdir() {
   t="$(mktemp -d "$d/.$(basename "$1").XXXXXX")" || die "cannot write into $d"
   chmod 0755 "$t"; FRESH_TMPS+=("$t"); echo "$t"
 }
+# within_budget N: N updates, or the --updates budget where that is shorter (and at least 1):
+# a save or validation interval longer than the budget leaves a short run of a full-scale
+# recipe with no update checkpoint to average and no validation
+within_budget() {
+  local n="$1"
+  if [[ -n "${UPDATES:-}" && "$UPDATES" -lt "$n" ]]; then n="$UPDATES"; fi
+  if [[ "$n" -lt 1 ]]; then n=1; fi
+  echo "$n"
+}
 minutes_to_hours() { python3 -c "import sys; print(float(sys.argv[1]) / 60)" "$1"; }
 
 require_commands() {
@@ -246,7 +255,7 @@ lm_family() {
       TRAIN_ARGS=(--task contiguous_lm --criterion projected_adaptive_loss --clip-norm 0.25 --no-epoch-checkpoints)
       if [[ $SMALL == 1 ]]; then
         TRAIN_ARGS+=(--tokens-per-sample 35 --batch-size 20 --optimizer adam --lr 2e-3
-                     --validate-interval-updates $(( UPDATES / 5 )))
+                     --validate-interval-updates "$(within_budget $(( UPDATES / 5 )))")
       else
         TRAIN_ARGS+=(--tokens-per-sample 140 --batch-size "$per_gpu" --optimizer sgd --lr "$lrs"
                      --lr-scheduler fixed --max-epoch 20)
@@ -258,12 +267,12 @@ lm_family() {
       TRAIN_ARGS=(--task contiguous_lm --criterion projected_adaptive_loss --clip-norm 0.25 --no-epoch-checkpoints)
       if [[ $SMALL == 1 ]]; then
         TRAIN_ARGS+=(--tokens-per-sample 32 --batch-size 16 --optimizer adam --lr 1e-3
-                     --validate-interval-updates $(( UPDATES / 5 )))
+                     --validate-interval-updates "$(within_budget $(( UPDATES / 5 )))")
         EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 32, 'mem_len': 96, 'clamp_len': 96, 'same_length': True}")
       else
         TRAIN_ARGS+=(--tokens-per-sample 150 --batch-size "$per_gpu" --optimizer adam --lr 2.5e-4
-                     --lr-scheduler cosine --max-update 200000 --validate-interval-updates 4000
-                     --save-interval-updates 4000 --keep-interval-updates 1)
+                     --lr-scheduler cosine --max-update 200000 --validate-interval-updates "$(within_budget 4000)"
+                     --save-interval-updates "$(within_budget 4000)" --keep-interval-updates 1)
         # Dai et al.'s evaluation: segments of 64, memory 640, clamp 400, same length
         EVAL_ARGS=(--batch-size 10 --model-overrides "{'tgt_len': 64, 'mem_len': 640, 'clamp_len': 400, 'same_length': True}")
       fi ;;
@@ -274,7 +283,7 @@ lm_family() {
                   --no-epoch-checkpoints)
       if [[ $SMALL == 1 ]]; then
         TRAIN_ARGS+=(--tokens-per-sample 64 --batch-size 16 --optimizer adam --lr 1e-3
-                     --validate-interval-updates $(( UPDATES / 5 )))
+                     --validate-interval-updates "$(within_budget $(( UPDATES / 5 )))")
         EVAL_ARGS=(--task language_modeling --tokens-per-sample 64 --context-window 32 --batch-size 8)
       else
         # 3072 tokens x 3 accumulated on each of 8 GPUs: --update-freq keeps that batch on fewer
@@ -292,7 +301,7 @@ lm_family() {
       if [[ $SMALL == 1 ]]; then
         # Adam, as every small mode (a pipeline check of 300 updates); the full recipe's NT-ASGD at
         # lr 30 trains DeFINE through --define-unit-grad-scale (docs/stability.md)
-        TRAIN_ARGS+=(--tokens-per-sample 35 --optimizer adam --lr 2e-3 --validate-interval-updates $(( UPDATES / 5 )))
+        TRAIN_ARGS+=(--tokens-per-sample 35 --optimizer adam --lr 2e-3 --validate-interval-updates "$(within_budget $(( UPDATES / 5 )))")
       else
         TRAIN_ARGS+=(--tokens-per-sample 70 --optimizer nt_asgd --lr-scheduler nt_asgd --lr 30 --nonmono 5
                      --max-epoch 500 --distributed-world-size 1)

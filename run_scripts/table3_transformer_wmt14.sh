@@ -43,7 +43,7 @@ if [[ $SMALL == 1 ]]; then
   PREP_ARGS=(--train "$TRAIN_PREFIX" --valid "$TESTS/newstest2013" --test "$TESTS/newstest2014"
              --valid-name newstest2013 --test-name newstest2014 --bpe-ops 8000 --head-valid 1000)
   TRAIN_ARGS=(--lr 1.5e-3 --warmup-updates 200 --max-tokens 2048
-              --save-interval-updates $(( UPDATES / 3 )) --keep-interval-updates 5)
+              --save-interval-updates "$(within_budget $(( UPDATES / 3 )))" --keep-interval-updates 5)
   GEN_ARGS=(--max-len-a 1.2 --max-len-b 10)
   SUBSETS=(test)  # newstest2014, the paper's column
 else
@@ -53,7 +53,7 @@ else
   fi
   TRAIN_ARGS=(--lr 7e-4 --warmup-updates 4000 --warmup-init-lr 1e-7 --max-tokens 4096
               --update-freq $(( (8 + NUM_GPUS - 1) / NUM_GPUS )) --max-update 100000 --fp16
-              --save-interval-updates 1000 --keep-interval-updates 5)
+              --save-interval-updates "$(within_budget 1000)" --keep-interval-updates 5)
   SUBSETS=(valid test)  # newstest2014 and newstest2017
   GEN_ARGS=()
 fi
@@ -74,11 +74,19 @@ while IFS='|' read -r id arch args _src _comp <&3; do
   step "Table 3 row $id: evaluate (beam 4, length penalty 0.6)"
   if [[ ! -f "$dir/averaged.pt" ]]; then
     n=$(find "$dir" -name 'checkpoint_*_*.pt' | wc -l); n=$(( n < 5 ? n : 5 ))
-    [[ $n -gt 0 ]] || die "no update checkpoints in $dir to average"
     # the tool writes atomically: averaged.pt exists only once it is complete
-    fairseq-define-average-checkpoints --inputs "$dir" --num-update-checkpoints "$n" --output "$dir/averaged.pt" \
-      > "$dir/average.log" 2>&1 || die "checkpoint averaging failed; see $dir/average.log"
-    echo "  averaged the last $n update checkpoints -> $dir/averaged.pt"
+    if [[ $n -gt 0 ]]; then
+      fairseq-define-average-checkpoints --inputs "$dir" --num-update-checkpoints "$n" --output "$dir/averaged.pt" \
+        > "$dir/average.log" 2>&1 || die "checkpoint averaging failed; see $dir/average.log"
+      echo "  averaged the last $n update checkpoints -> $dir/averaged.pt"
+    else
+      # a time budget (--minutes) can end a run before its first save interval: average what
+      # exists, the last checkpoint, rather than stop before the other rows
+      [[ -f "$dir/checkpoint_last.pt" ]] || die "no checkpoint in $dir to average"
+      fairseq-define-average-checkpoints --inputs "$dir/checkpoint_last.pt" --output "$dir/averaged.pt" \
+        > "$dir/average.log" 2>&1 || die "checkpoint averaging failed; see $dir/average.log"
+      echo "  no update checkpoint (the run stopped before its first save interval): averaged.pt = checkpoint_last.pt"
+    fi
   fi
   metrics=()
   for subset in "${SUBSETS[@]}"; do

@@ -232,8 +232,9 @@ def result(out):
     return tokens, loss
 
 
-def subprocess_run_interactive(wmt_bin, ckpt, text):
-    """fairseq-interactive on ``ckpt`` (a checkpoint file, or a folder holding checkpoint_last.pt)."""
+def subprocess_run_interactive(wmt_bin, ckpt, text, device_args=("--cpu",)):
+    """fairseq-interactive on ``ckpt`` (a checkpoint file, or a folder holding checkpoint_last.pt);
+    ``device_args=()`` runs it on the GPU."""
     import os
     import subprocess
     import sys
@@ -242,7 +243,7 @@ def subprocess_run_interactive(wmt_bin, ckpt, text):
     exe = Path(sys.executable).parent / "fairseq-interactive"
     path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
     proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(path),
-                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "20"],
+                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", *device_args, "--max-len-b", "20"],
                           input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

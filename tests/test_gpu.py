@@ -1,40 +1,319 @@
-"""CUDA and mixed precision (fp16, bf16) checks; skipped on machines without a GPU (CI)."""
+"""What users run on a GPU, run on a GPU: every model family trains 50 updates in float32,
+fp16 and bf16 with a finite, falling loss; fairseq-generate, fairseq-interactive and
+fairseq-eval-lm; cached DeFINE tables against the live unit; the hub interface; the
+unique-token path against the plain one; a checkpoint saved on the GPU loaded on the CPU and
+back. Each device result is compared with the same computation on the CPU.
+
+Skipped on machines without CUDA (CI). ``FAIRSEQ_DEFINE_TEST_DEVICE=cpu`` runs the same
+tests with the CPU as the device, so that their logic is checked where there is no GPU
+(``scripts/gpu_check.sh --cpu``): fp16 skips there, bf16 runs where ``fairseq-train --bf16
+--cpu`` works. ``scripts/gpu_check.sh`` runs this file on a GPU machine (docs/testing.md)."""
 
 import math
+import os
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
-from fairseq_define.modules import DefineUnit, build_schedule
+from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, cache_define_tables
 
-from .helpers import TINY, USER_DIR, run_cli
+from .helpers import (
+    TINY, TINY_TIED, USER_DIR, binarize_ptb_slice, define_options, made_once, result, run_cli,
+    subprocess_run_interactive,
+)
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+DEVICE_ENV = "FAIRSEQ_DEFINE_TEST_DEVICE"
+_forced = os.environ.get(DEVICE_ENV, "")
+if _forced not in ("", "cpu", "cuda"):
+    raise ValueError(f"{DEVICE_ENV} must be cpu or cuda (got {_forced!r})")
+DEVICE = _forced or ("cuda" if torch.cuda.is_available() else "")
+ON_GPU = DEVICE == "cuda"
+# what the CLIs need to run on DEVICE (fairseq uses the GPU unless told --cpu)
+DEVICE_ARGS = [] if ON_GPU else ["--cpu"]
+
+pytestmark = pytest.mark.skipif(not DEVICE, reason=f"needs a CUDA GPU ({DEVICE_ENV}=cpu checks these tests on the CPU)")
+cli = pytest.mark.cli  # a test that starts fairseq's CLIs (the in-process ones are not marked)
+
+
+def train_losses(output):
+    return [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+|nan|inf)", output)]
+
+
+def hypotheses(output):
+    return {int(i): (float(s), h) for i, s, h in re.findall(r"^H-(\d+)\t([-0-9.e]+)\t(.*)$", output, re.M)}
+
+
+def assert_mostly_same_hypotheses(got, want, atol=1e-4):
+    """Beam search on another device: float sums in another order can flip a near tie between
+    two hypotheses, so all but one in twenty must agree, each agreeing one within ``atol``."""
+    assert got.keys() == want.keys() and want
+    same = [i for i in want if got[i][1] == want[i][1]]
+    assert len(same) >= len(want) - len(want) // 20, (len(same), len(want))
+    for i in same:
+        assert abs(got[i][0] - want[i][0]) <= atol, (i, got[i], want[i])
+
+
+# -- every family trains on the device in each precision -------------------------------------
+
+@pytest.fixture(scope="session")
+def ptb_bin(tmp_path_factory):
+    """The first 600 train and 80 valid lines of the PTB-format slice, binarized."""
+    return made_once(tmp_path_factory, "gpu_ptb", lambda d: binarize_ptb_slice(d, 600, 80))
+
+
+LM_COMMON = ["--user-dir", USER_DIR, "--optimizer", "adam", "--batch-size", "8"]
+AWD = ["--criterion", "awd_lm_loss", "--clip-norm", "0.25", "--dropout", "0.2", "--dropout-hidden", "0.1",
+       "--dropout-input", "0.2", "--dropout-embedding", "0.05", "--weight-drop", "0.2"]
+# family: (data: "wmt", "wt2" or "ptb", fairseq-train arguments); the NMT model in each output form
+FAMILIES = {
+    "transformer_untied": ("wmt", ["--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                                   "--define-output-layer", "untied", "--optimizer", "adam", "--lr", "1e-3",
+                                   "--max-tokens", "2000"]),
+    "transformer_tied_map": ("wmt", ["--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY, *TINY_TIED,
+                                     "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "2000"]),
+    "transformer_tied_unit": ("wmt", ["--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                                      "--share-all-embeddings", "--define-output-layer", "tied_unit",
+                                      "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "2000"]),
+    "transformer_lm": ("wt2", [*LM_COMMON, "--task", "language_modeling", "--arch", "define_transformer_lm_tiny",
+                               "--tokens-per-sample", "32", "--lr", "2e-3"]),
+    "transformer_xl": ("wt2", [*LM_COMMON, "--task", "contiguous_lm", "--arch", "define_txl_tiny",
+                               "--define-map-dim", "16", "--adaptive-cutoff", "1000,4000", "--tokens-per-sample", "8",
+                               "--criterion", "projected_adaptive_loss", "--lr", "2e-3"]),
+    "lstm": ("ptb", [*LM_COMMON, "--task", "contiguous_lm", "--arch", "define_lstm_tiny", "--tokens-per-sample", "20",
+                     "--criterion", "projected_adaptive_loss", "--lr", "2e-3"]),
+    # AWD-LSTM's loss (AR, TAR) and dropouts; its optimizer is below
+    "awd_lstm": ("ptb", ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_lstm_tiny",
+                         "--tokens-per-sample", "20", "--batch-size", "8", "--define-transform", "define", *AWD]),
+}
+# NT-ASGD trains in float32 only (it refuses --fp16/--bf16): the half-precision runs use Adam
+AWD_OPTIMIZER = {"fp32": ["--optimizer", "nt_asgd", "--lr-scheduler", "nt_asgd", "--lr", "5", "--nonmono", "0"],
+                 "half": ["--optimizer", "adam", "--lr", "2e-3"]}
+PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}
+
+
+def precision_args(precision):
+    if not ON_GPU and precision == "fp16":
+        pytest.skip("fp16 training needs CUDA")
+    return PRECISIONS[precision]  # bf16 trains on the CPU too (the patch's bf16_without_tpu.py)
+
+
+@cli
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_trains_50_updates_with_a_falling_loss(family, precision, request, tmp_path):
+    data, args = FAMILIES[family]
+    flags = precision_args(precision)
+    if family == "awd_lstm":
+        args = [*args, *AWD_OPTIMIZER["fp32" if precision == "fp32" else "half"]]
+    bin_dir = {"wmt": lambda: request.getfixturevalue("wmt_bin") / "bin", "wt2": lambda: request.getfixturevalue("wt2_bin"),
+               "ptb": lambda: request.getfixturevalue("ptb_bin")}[data]()
+    out = run_cli("fairseq-train", bin_dir, *args, *flags, *DEVICE_ARGS, "--max-update", "50", "--no-save",
+                  "--disable-validation", "--save-dir", tmp_path / "ck", "--log-format", "simple",
+                  "--log-interval", "10", "--seed", "3").stdout
+    loss = train_losses(out)
+    assert len(loss) >= 4 and all(math.isfinite(x) for x in loss), loss
+    assert loss[-1] < loss[0], loss
+    assert "num_updates=50" in out
+    # fairseq's trainer prints the CUDA devices it trains on (and nothing on the CPU)
+    assert ("CUDA enviroments for all 1 workers" in out) == ON_GPU
+
+
+@cli
+@pytest.mark.parametrize("precision", ["--fp16", "--bf16"])
+def test_mixed_precision_training_stays_finite(wmt_bin, tmp_path, precision):
+    """300 updates of the shared-embedding NMT model in fp16 / bf16 (a longer run than above)."""
+    precision_args(precision[2:])
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                  "--share-all-embeddings", "--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "2000",
+                  "--max-update", "300", "--save-dir", tmp_path / "ck", "--no-save", precision, *DEVICE_ARGS,
+                  "--log-format", "simple", "--log-interval", "50", "--disable-validation").stdout
+    loss = train_losses(out)
+    assert len(loss) >= 5 and all(math.isfinite(l) for l in loss), loss
+    assert loss[-1] < loss[0]
 
 
 @pytest.mark.parametrize("transform", ["define", "hgt", "glt_shuffle", "define_residual"])
 def test_define_unit_in_bf16_is_close_to_float32(transform):
     torch.manual_seed(0)
-    unit = DefineUnit(build_schedule(128, 1024, 3, 512, transform, max_groups=8)).cuda()
-    x = torch.randn(64, 128, device="cuda")
+    unit = DefineUnit(build_schedule(128, 1024, 3, 512, transform, max_groups=8)).to(DEVICE)
+    x = torch.randn(64, 128, device=DEVICE)
     ref = unit(x)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         low = unit(x)
     assert low.dtype == torch.bfloat16
     rel = (low.float() - ref).norm() / ref.norm()
     assert rel < 2e-2, rel
 
 
-@pytest.mark.parametrize("precision", ["--fp16", "--bf16"])
-def test_mixed_precision_training_stays_finite(wmt_bin, tmp_path, precision):
-    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
-                  "--share-all-embeddings", "--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "2000",
-                  "--max-update", "300", "--save-dir", tmp_path / "ck", "--no-save", precision,
-                  "--log-format", "simple", "--log-interval", "50", "--disable-validation").stdout
-    # the trainer chose CUDA (fairseq logs the devices, its spelling): --bf16 no longer means
-    # --tpu without torch_xla (the patch's fairseq_bugs/bf16_without_tpu.py)
-    assert re.search(r"CUDA enviroments for all \d+ workers", out)
-    loss = [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+|nan|inf)", out)]
-    assert len(loss) >= 5 and all(math.isfinite(l) for l in loss), loss
-    assert loss[-1] < loss[0]
+# -- the unique-token path on the device --------------------------------------------------
+
+@pytest.mark.parametrize("style, transform", [("paper", "define"), ("paper", "hgt"), ("paper", "glt_shuffle"),
+                                              ("paper", "projective"), ("authors", "define")])
+def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
+    """torch.unique on the device (its order and inverse) and the gather's backward: outputs and
+    gradients equal to running every token through the unit, and to the CPU's."""
+    torch.manual_seed(0)
+    emb = {path: DefineEmbedding(define_options(define_token_path=path, define_transform=transform, define_style=style),
+                                 300, 1, 48) for path in ("plain", "unique")}
+    emb["unique"].load_state_dict(emb["plain"].state_dict())
+    tokens = torch.randint(2, 300, (16, 40))  # 640 tokens, many repeated, no padding row
+    weight = torch.randn(16, 40, 48)
+    ref = emb["plain"](tokens)
+    results = {}
+    for path, module in emb.items():
+        module = module.to(DEVICE).train()
+        module.zero_grad()
+        out = module(tokens.to(DEVICE))
+        (out * weight.to(DEVICE)).sum().backward()
+        results[path] = out.detach().cpu(), {n: p.grad.cpu() for n, p in module.named_parameters()}
+    (out_p, g_p), (out_u, g_u) = results["plain"], results["unique"]
+    torch.testing.assert_close(out_u, out_p, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_p, ref.detach(), atol=1e-4, rtol=1e-4)  # the device agrees with the CPU
+    for name in g_p:
+        torch.testing.assert_close(g_u[name], g_p[name], atol=1e-4, rtol=1e-4, msg=name)
+
+
+# -- a checkpoint trained on the device: generation, caching, the hub, device moves -------------
+
+@pytest.fixture(scope="session")
+def dev_nmt(wmt_bin, tmp_path_factory):
+    """define_transformer_tiny (shared embedding, tied at the map) trained 20 updates on the
+    device: its checkpoint folder."""
+    def train(folder):
+        run_cli("fairseq-train", wmt_bin / "bin", *NMT_TIED, *DEVICE_ARGS, "--max-update", "20", "--save-dir", folder)
+        return str(folder)
+
+    return Path(made_once(tmp_path_factory, "gpu_nmt", train))
+
+
+NMT_TIED = [*FAMILIES["transformer_tied_map"][1], "--no-epoch-checkpoints", "--log-format", "simple",
+            "--log-interval", "5", "--seed", "3"]
+
+
+def generate(wmt_bin, path, *extra):
+    return run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", path, "--gen-subset", "test",
+                   "--beam", "3", "--max-len-b", "20", "--batch-size", "16", *extra).stdout
+
+
+@cli
+def test_generate_on_the_device_matches_the_cpu(wmt_bin, dev_nmt):
+    ckpt = dev_nmt / "checkpoint_last.pt"
+    on_device = generate(wmt_bin, ckpt, *DEVICE_ARGS)
+    assert_mostly_same_hypotheses(hypotheses(on_device), hypotheses(generate(wmt_bin, ckpt, "--cpu")))
+    assert len(hypotheses(on_device)) == 40
+    # --score-reference scores given targets: no search, so every score agrees
+    ref_dev = hypotheses(generate(wmt_bin, ckpt, "--score-reference", *DEVICE_ARGS))
+    ref_cpu = hypotheses(generate(wmt_bin, ckpt, "--score-reference", "--cpu"))
+    assert ref_dev.keys() == ref_cpu.keys() and len(ref_dev) == 40
+    for i in ref_cpu:
+        assert ref_dev[i][1] == ref_cpu[i][1] and abs(ref_dev[i][0] - ref_cpu[i][0]) <= 1e-4
+
+
+@cli
+def test_interactive_on_the_device_matches_the_cpu(wmt_bin, dev_nmt):
+    lines = "".join(wmt_bin.joinpath("test.bpe.en").read_text(encoding="utf-8").splitlines(True)[:20])
+    got = hypotheses(subprocess_run_interactive(wmt_bin, dev_nmt, lines, device_args=DEVICE_ARGS).stdout)
+    want = hypotheses(subprocess_run_interactive(wmt_bin, dev_nmt, lines).stdout)
+    assert len(got) == 20
+    assert_mostly_same_hypotheses(got, want)
+
+
+@cli
+def test_cached_tables_on_the_device_equal_the_live_unit(wmt_bin, dev_nmt, tmp_path):
+    """fairseq-define-cache-tables' checkpoint and define_cache_on_load generate on the device
+    what the live unit generates there; in process, the cached rows equal the unit's outputs."""
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    ckpt = dev_nmt / "checkpoint_last.pt"
+    cached = tmp_path / "cached.pt"
+    run_cli("fairseq-define-cache-tables", "--path", ckpt, "--output", cached, "--data", wmt_bin / "bin")
+    live = hypotheses(generate(wmt_bin, ckpt, *DEVICE_ARGS))
+    for out in (generate(wmt_bin, cached, *DEVICE_ARGS),
+                generate(wmt_bin, ckpt, *DEVICE_ARGS, "--model-overrides", "{'define_cache_on_load': True}")):
+        assert_mostly_same_hypotheses(hypotheses(out), live, atol=1e-4)
+
+    model = DefineTransformerModel.from_pretrained(str(dev_nmt), "checkpoint_last.pt",
+                                                   data_name_or_path=str(wmt_bin / "bin")).models[0]
+    model.to(DEVICE)
+    model.eval()
+    emb = model.encoder.embed_tokens
+    tokens = torch.arange(emb.num_embeddings, device=DEVICE)[None]  # every row of the table
+    with torch.no_grad():
+        want = emb(tokens)
+        cache_define_tables(model)
+        assert emb.unit is None and emb.cached_table.weight.device.type == DEVICE
+        torch.testing.assert_close(emb(tokens), want, atol=1e-5, rtol=1e-5)
+
+
+@cli
+def test_hub_interface_on_the_device(wmt_bin, dev_nmt):
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    kw = dict(data_name_or_path=str(wmt_bin / "bin"), bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"))
+    cpu = DefineTransformerModel.from_pretrained(str(dev_nmt), "checkpoint_last.pt", **kw)
+    dev = DefineTransformerModel.from_pretrained(str(dev_nmt), "checkpoint_last.pt", **kw).to(DEVICE)
+    assert all(p.device.type == DEVICE for p in dev.parameters())
+    sources = wmt_bin.joinpath("test.tok.en").read_text(encoding="utf-8").splitlines()[:20]
+    targets = wmt_bin.joinpath("test.tok.de").read_text(encoding="utf-8").splitlines()[:20]
+    got, want = dev.translate(sources, beam=2, max_len_b=15), cpu.translate(sources, beam=2, max_len_b=15)
+    assert len(got) == 20 and sum(a == b for a, b in zip(got, want)) >= 19, (got, want)
+    for a, b in zip(dev.score(sources, targets=targets), cpu.score(sources, targets=targets)):
+        assert torch.equal(a["tokens"].cpu(), b["tokens"])
+        torch.testing.assert_close(a["positional_scores"].cpu(), b["positional_scores"], atol=1e-4, rtol=0)
+
+
+@cli
+def test_a_device_checkpoint_resumes_on_the_cpu_and_back(wmt_bin, dev_nmt, tmp_path):
+    """The device's checkpoint (weights and Adam's state) resumes training with --cpu; the CPU's
+    checkpoint resumes on the device; both runs continue the update count."""
+    cpu_run = run_cli("fairseq-train", wmt_bin / "bin", *NMT_TIED, "--cpu", "--restore-file", dev_nmt / "checkpoint_last.pt",
+                      "--max-update", "24", "--save-dir", tmp_path / "cpu").stdout
+    assert "@ 20 updates)" in cpu_run  # fairseq's "Loaded checkpoint ... (epoch 1 @ 20 updates)"
+    back = run_cli("fairseq-train", wmt_bin / "bin", *NMT_TIED, *DEVICE_ARGS, "--restore-file",
+                   tmp_path / "cpu" / "checkpoint_last.pt", "--max-update", "28", "--save-dir", tmp_path / "back").stdout
+    assert "@ 24 updates)" in back
+    losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", back)]
+    assert losses and all(math.isfinite(x) for x in losses)
+    from fairseq.checkpoint_utils import safe_torch_load
+
+    state = safe_torch_load(str(tmp_path / "back" / "checkpoint_last.pt"))
+    assert state["optimizer_history"][-1]["num_updates"] == 28
+    assert len(hypotheses(generate(wmt_bin, tmp_path / "back" / "checkpoint_last.pt", *DEVICE_ARGS))) == 40
+
+
+# -- language models on the device: fairseq-eval-lm, live and cached ---------------------------
+
+LM_EVAL = {  # family: (data, fairseq-eval-lm arguments beyond the checkpoint)
+    "transformer_lm": ("wt2", ["--task", "language_modeling", "--tokens-per-sample", "32", "--batch-size", "4"]),
+    "transformer_xl": ("wt2", ["--task", "contiguous_lm", "--batch-size", "4"]),
+    "lstm": ("ptb", ["--task", "contiguous_lm", "--batch-size", "1"]),
+}
+
+
+@pytest.fixture(scope="module", params=list(LM_EVAL))
+def dev_lm(request, tmp_path_factory):
+    """(family, data folder, checkpoint) of the family trained 20 updates on the device."""
+    family = request.param
+    data, args = FAMILIES[family]
+    bin_dir = request.getfixturevalue("wt2_bin" if data == "wt2" else "ptb_bin")
+
+    def train(folder):
+        run_cli("fairseq-train", bin_dir, *args, *DEVICE_ARGS, "--max-update", "20", "--save-dir", folder,
+                "--no-epoch-checkpoints", "--disable-validation", "--seed", "3")
+        return str(folder / "checkpoint_last.pt")
+
+    return family, bin_dir, Path(made_once(tmp_path_factory, f"gpu_lm_{family}", train))
+
+
+@cli
+def test_eval_lm_on_the_device_matches_the_cpu_live_and_cached(dev_lm):
+    family, bin_dir, ckpt = dev_lm
+    args = ["fairseq-eval-lm", bin_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "valid", *LM_EVAL[family][1]]
+    tokens, loss = result(run_cli(*args, *DEVICE_ARGS).stdout)
+    tokens_cpu, loss_cpu = result(run_cli(*args, "--cpu").stdout)
+    assert tokens == tokens_cpu > 0 and abs(loss - loss_cpu) <= 1e-4 * loss_cpu, (loss, loss_cpu)
+    tokens_c, loss_c = result(run_cli(*args, *DEVICE_ARGS, "--model-overrides", "{'define_cache_on_load': True}").stdout)
+    assert tokens_c == tokens and abs(loss_c - loss) <= 1e-4 * loss, (loss_c, loss)

@@ -4,15 +4,17 @@ The NMT recipe (Table 3) and one language-model recipe (Table 1c) run here with 
 updates; run_scripts/run_all_small.sh runs every recipe at its default small size."""
 
 import json
+import os
 import re
 import shutil
+import sys
 
 import numpy as np
 import pytest
 import sacrebleu
 import torch
 
-from .helpers import ROOT, assert_png, head, run_cli
+from .helpers import BIN, ROOT, assert_png, head, run_cli
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -186,6 +188,41 @@ def test_prepare_lm_refuses_a_changed_file(tmp_path, corpus_root):
     assert out.returncode == 2
     assert "checksum mismatch" in out.stdout and "ptb.valid.txt" in out.stdout
     assert not (tmp_path / "out" / "bin").exists()
+
+
+@pytest.mark.parametrize("updates, interval", [("", 4000), ("300", 300), ("5000", 4000), ("0", 1)])
+def test_within_budget_keeps_an_interval_inside_the_updates(updates, interval):
+    out = run_cli("bash", "-c", f'source "{RUN_SCRIPTS}/lib.sh"; UPDATES="{updates}"; within_budget 4000').stdout
+    assert out.split() == [str(interval)]
+
+
+def test_table3_full_scale_short_budget_saves_within_the_budget(tmp_path, shared_data):
+    """Full scale with --updates below the 1000-update save interval: the interval shrinks to
+    the budget, so the run has an update checkpoint to average. A stand-in fairseq-train
+    records its arguments (and a stand-in python3 reports one GPU) on the WMT news slices."""
+    stubs, local = tmp_path / "stubs", tmp_path / "local"
+    stubs.mkdir()
+    local.mkdir()
+    for name, split in (("train", "train"), ("newstest2014", "valid"), ("newstest2017", "test")):
+        for lang in ("en", "de"):
+            shutil.copyfile(shared_data / "wmt_news" / f"{split}.{lang}", local / f"{name}.{lang}")
+    (stubs / "fairseq-train").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/args.$$"\nexit 1\n')
+    (stubs / "python3").write_text(
+        f'#!/bin/sh\ncase "$2" in *torch.cuda.device_count*) echo 1; exit 0 ;; esac\nexec "{sys.executable}" "$@"\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    out = run_cli("bash", RUN_SCRIPTS / "table3_transformer_wmt14.sh", "--local", local, "--updates", "7",
+                  "--rows", "transformer_define", "--workdir", tmp_path / "runs", "--prepared-dir", tmp_path / "data",
+                  check=False, env={"PATH": f"{stubs}:{BIN}:{os.environ['PATH']}"})
+    assert out.returncode == 2 and "fairseq-train failed for transformer_define" in out.stdout, out.stdout[-3000:]
+    (args_file,) = tmp_path.glob("args.*")
+    args = args_file.read_text().splitlines()
+
+    def last(flag):
+        return args[len(args) - 1 - args[::-1].index(flag) + 1]
+
+    assert last("--max-update") == "7" and last("--save-interval-updates") == "7"
+    assert "--fp16" in args and last("--arch") == "define_transformer_wmt_en_de"
 
 
 @pytest.mark.parametrize("script, args, message", [
