@@ -92,7 +92,7 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
             args.max_target_positions = getattr(args, "tokens_per_sample", None) or 1024
         n = args.define_map_dim
         args.no_scale_embedding = True  # the map scales itself by sqrt(n); the unit's output enters unscaled
-        form = args.define_output_layer
+        form = output_layer(args)
         if form == "tied_map":
             args.decoder_output_dim = n  # features d -> n, scored against the n-dim map
             if args.adaptive_input:  # fairseq's adaptive softmax, tied to the adaptive map
@@ -144,7 +144,7 @@ class DefineTransformerLMDecoder(TransformerDecoder):
     def __init__(self, args, dictionary, embed_tokens):
         # read here: fairseq hands build_output_projection a TransformerConfig, which drops
         # the plugin's settings
-        self.output_form = args.define_output_layer
+        self.output_form = output_layer(args)
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
         if self.project_out_dim is None and self.embed_dim != self.output_embed_dim:
             # fairseq leaves d -> n out when the adaptive softmax is tied (its tied setup has
@@ -163,10 +163,14 @@ class DefineTransformerLMDecoder(TransformerDecoder):
         super().build_output_projection(args, dictionary, embed_tokens)
 
 
+def output_layer(args) -> str:
+    """The output form; tied_map for a config saved before --define-output-layer existed (read,
+    not set: a stored config is a struct that takes no new keys)."""
+    return getattr(args, "define_output_layer", None) or "tied_map"
+
+
 def _check_settings(args, task) -> None:
     """One line for each setting this model cannot honour, naming the fix."""
-    if getattr(args, "define_output_layer", None) is None:
-        args.define_output_layer = "tied_map"  # a checkpoint saved before the setting existed
     from fairseq.tasks.translation import TranslationTask
 
     from ..tasks.contiguous_lm import ContiguousLMTask
@@ -183,7 +187,7 @@ def _check_settings(args, task) -> None:
         )
     if args.character_embeddings:
         raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
-    form = args.define_output_layer
+    form = output_layer(args)
     if form == "tied_unit":
         if args.adaptive_softmax_cutoff:
             raise DefineConfigError(
