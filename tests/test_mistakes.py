@@ -166,7 +166,7 @@ LEGACY = Path(__file__).parent / "legacy_checkpoints" / "legacy_shared.pt"  # a 
 
 def overrides_of(path, overrides):
     """What fairseq-generate does with --model-overrides: load with them, then check them."""
-    from fairseq.checkpoint_utils import check_model_overrides
+    from fairseq_define_patch.runtime.model_overrides import check_model_overrides
 
     state = load(path, arg_overrides=overrides)
     check_model_overrides(overrides, state["cfg"])
