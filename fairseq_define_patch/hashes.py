@@ -11,6 +11,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "35683f787be3cab49115775525318a6644f71c92e2d7a15d987a5f2eb98ea5cc",
     ),
+    "fairseq/_define_runtime/user_error.py": (
+        None,
+        "22a005cba3c803e3126c99ae024c5d36ce16ed3c9450dbbefa522e8eb3621fd2",
+    ),
+    "fairseq/_define_runtime/plugin_names.py": (
+        None,
+        "5b47c187b3817ebce539356b972e04c315a4e8c1aaea95af9702bab0c1222a22",
+    ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
         "30aebd5a2ba7884ad1b3c83342ff8e27378f797be47974e7c40b502bdd95bb92",
@@ -34,6 +42,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/_define_runtime/model_overrides.py": (
         None,
         "450217c59a2b04f5784a630b17d31997769cd5ed058deaf9af238f6a31974eff",
+    ),
+    "fairseq/_define_runtime/training_settings.py": (
+        None,
+        "ce2c13446e8df4d133e0257fb5ad6b1c7c0984e06dff9d5db3939f8926a02f8b",
+    ),
+    "fairseq/_define_runtime/preprocess_inputs.py": (
+        None,
+        "8bf0339a3887c8d651466f601eba7eb6aa5272602243ca9a3341ce482ef2168d",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -113,7 +129,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "120c3dde365dc4d8f3e4483e23b0b51bcb1289226413e0fcd65d9e69585ede95",
+        "f2bb32cc59ce03af3b48ce55f018d5cf62216d30684510603dab06d9376ab06b",
     ),
     "fairseq/tasks/text_to_speech.py": (
         "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
@@ -121,7 +137,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "7474e0446adb2e18fe076347abf3072d1ed6b6cfdae7116067e1e94843736099",
+        "0de669e282edd2713ebfab645b2d12d0520cd72470f6013b36564270be24cf01",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
@@ -133,7 +149,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "dff66ed6ea44f9cbfbfb084ddf74014b07c8d972d6542faea9378320e76c5f19",
+        "d06fc39ffef1c4ef9a15ee0f8785c3fc45c7acef9d6774c4035189a877507f9d",
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
@@ -261,11 +277,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
-        "ea6e7ec94cc087adfbb6625fb64b8ec4117338c3adee17d3b794b1ef0de9d70a",
+        "97c9719b2d416386a963d47b51dfae03713e8c301237a57df06eed038bf67646",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "7ce704a523083ddb7e2d71318205220e80ff684a94d6110ff415ae27529c0583",
+        "e28766e212ac4ac59b28c0fd6ac48faafd9e10639789426128f955d572aba1fe",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",

@@ -86,3 +86,63 @@ def test_a_misfit_is_one_user_error_caused_by_the_load_error():
     assert "--layers 2 in the checkpoint, 3 here" in str(raised)
     already = fairseq.UserError("one line")
     assert checkpoint_misfit.checkpoint_misfit("c.pt", {}, cfg, already) is already
+
+
+def test_user_errors_and_readers_give_one_line(monkeypatch):
+    from fairseq_define_patch.runtime import user_error
+
+    assert user_error.user_error_line(user_error.UserError("bad: fix it")) == "bad: fix it"
+    assert user_error.user_error_line(KeyError("x")) is None  # a bug: the traceback
+    monkeypatch.setattr(user_error, "_USER_ERROR_READERS", [])
+    user_error.add_user_error_reader(lambda e: "read" if isinstance(e, KeyError) else None)
+    assert user_error.user_error_line(KeyError("x")) == "read"
+    monkeypatch.setattr("sys.argv", ["python"])  # not a fairseq-* tool: no hook
+    hook = __import__("sys").excepthook
+    user_error.install_user_error_hook()
+    assert __import__("sys").excepthook is hook
+
+
+def test_plugin_names_and_user_dirs(tmp_path):
+    from fairseq_define_patch.runtime import plugin_names
+
+    assert plugin_names.is_plugin_name("define_transformer") and not plugin_names.is_plugin_name("transformer")
+    assert "fairseq-define plugin, which is not loaded" in str(
+        plugin_names.unknown_name_error("task", "contiguous_lm", "--task"))
+    assert "check --arch" in str(plugin_names.unknown_name_error("model architecture", "nope", "--arch"))
+    with pytest.raises(fairseq.UserError, match="no --task"):
+        plugin_names.check_task_known(None)
+    (tmp_path / "fairseq_define").mkdir()
+    (tmp_path / "fairseq_define" / "__init__.py").write_text("")
+    with pytest.raises(fairseq.UserError, match="did you mean .*fairseq_define"):
+        plugin_names.check_user_dir(str(tmp_path), str(tmp_path))
+    assert "does not exist" in str(plugin_names.user_dir_not_found("nowhere"))
+
+
+def test_training_numbers_are_checked():
+    from omegaconf import OmegaConf
+
+    from fairseq_define_patch.runtime import training_settings
+
+    def cfg(**optimization):
+        return OmegaConf.create({"optimization": {"lr": [0.1], "update_freq": [1], **optimization},
+                                 "criterion": {"label_smoothing": 0.1}})
+
+    training_settings.check_training_numbers(cfg())
+    with pytest.raises(fairseq.UserError, match="--update-freq 0 must be at least 1"):
+        training_settings.check_training_numbers(cfg(update_freq=[0]))
+    with pytest.raises(fairseq.UserError, match="--lr inf is not a finite number"):
+        training_settings.check_training_numbers(cfg(lr=[float("inf")]))
+
+
+def test_preprocess_inputs_are_checked_before_writing(tmp_path):
+    from fairseq_define_patch.runtime import preprocess_inputs
+
+    (tmp_path / "train.de").write_text("a b\nc\n")
+    (tmp_path / "train.en").write_text("a\n")
+    args = Namespace(only_source=False, joined_dictionary=False, trainpref=str(tmp_path / "train"),
+                     validpref=None, testpref=None, srcdict=None, tgtdict=None, source_lang="de",
+                     target_lang="en", destdir=str(tmp_path / "bin"))
+    with pytest.raises(fairseq.UserError, match="has 2 lines but .* has 1: source and target"):
+        preprocess_inputs.check_inputs(args, lambda prefix, lang: f"{prefix}.{lang}",
+                                       lambda lang, destdir: f"{destdir}/dict.{lang}.txt")
+    assert not (tmp_path / "bin").exists()
