@@ -11,6 +11,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "35683f787be3cab49115775525318a6644f71c92e2d7a15d987a5f2eb98ea5cc",
     ),
+    "fairseq/_define_runtime/encoder_fastpath.py": (
+        None,
+        "03dd5873b23c4aa633b55b9444336ba1ee116f818e6cd45259cd65d531757ea0",
+    ),
+    "fairseq/_define_runtime/bf16_devices.py": (
+        None,
+        "3965ce6e8ae4e5525f98050a4b6f8db4bc3055e149ea878a8df6be640df351e3",
+    ),
     "fairseq/_define_runtime/user_error.py": (
         None,
         "22a005cba3c803e3126c99ae024c5d36ce16ed3c9450dbbefa522e8eb3621fd2",
@@ -35,6 +43,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "984241ce301513077d936adf7264bfdcff0a3c3518a6d6c5f314ea4027fe9708",
     ),
+    "fairseq/_define_runtime/checkpoint_writes.py": (
+        None,
+        "b71d18fd9462b71ed27c6fa97d8d108c95f42ffa7a97a3484469789370346696",
+    ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
         "e8690f81d0fea75859d43dd8106a01f8c6327384865ddff5347779d320a37bc7",
@@ -50,6 +62,18 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
         "8bf0339a3887c8d651466f601eba7eb6aa5272602243ca9a3341ce482ef2168d",
+    ),
+    "fairseq/_define_runtime/dataset_files.py": (
+        None,
+        "397944e9829cf29ab9c85845bf63e4ce0bf11007080f864553a8a6362c1e66bc",
+    ),
+    "fairseq/_define_runtime/generation_inputs.py": (
+        None,
+        "ad6295598f7118c49cced633708799bb2b4501266a4ef1dde655404cee394dde",
+    ),
+    "fairseq/_define_runtime/hub_archives.py": (
+        None,
+        "0efba2468c5ade650bc7bb36dd8c2750c29155027d491b220c7a7ac79ae1f8db",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -89,7 +113,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
-        "9d758e673c8dec3f9035b67f2d5e9bd023a9e612b2ea2e5046be0daa0a19f545",
+        "a7d14bbdd4884df27fbb87fb7c9c09ac2c8960a4674e4a19773a6a63df64e3d3",
     ),
     "fairseq/modules/multihead_attention.py": (
         "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
@@ -105,7 +129,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "bfe0f132dac426103afd9128709fc08f6077ad78715fc77e89b94f14d7e92acd",
+        "c32b5055941ab298d45715b640fd454d1a3f1dbce4a4d83226332845e11641d2",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -121,7 +145,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "5e6f00084398f89143069fb6aa3e945db1c12c21fce1edd948fccc1f20967452",
+        "d2847d47b530830ff79ca1c119c4bb86df67b5cbb86d73f81acebb260e8bbf39",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -129,7 +153,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "f2bb32cc59ce03af3b48ce55f018d5cf62216d30684510603dab06d9376ab06b",
+        "80e69f060fadc0702a6817e5bd3bbc15def60e5b40e98800233490367c1a1444",
     ),
     "fairseq/tasks/text_to_speech.py": (
         "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
@@ -153,7 +177,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "564b917f30a9d409f0fbcf86731511aa4e8d01bb31dfa91a3646b522f0ac41b2",
+        "f1103f6ab24de90bd156f03e179e17f3e0cf751649c15446125ac8418fce81e3",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -273,7 +297,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "3564cd7ecd56d8273308d2a72c22d6cd177d3a21124ff58725ce0467cc677d26",
+        "46fe971ccf3b1eaf1337c0e144492c87bef7383a4c24494ef1c73f5052191dc2",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
@@ -285,22 +309,22 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "a6206de271b9d9ad05fbe79febe0e1a5b3ff50cfcfc15c2bc051d85d9fb95024",
+        "d9ef6a1a3adc34d2513e0c2a7061311a9cabfb06c17c20ff2e92219142302771",
     ),
     "fairseq/tasks/language_modeling.py": (
         "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
-        "89a026caae8dc48eb9225649a79579f899deb43669d260f7825aa4c882edd7c8",
+        "7f7869ad12d5265a286acce638c55b80928cc63a9b2975f08b0a1b0b3f3eee22",
     ),
     "fairseq/tasks/translation.py": (
         "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
-        "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
+        "b10c1827a28453ee2a50562485955899d3830a8fc2dc5fe7ac3ab9062f6a5585",
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "ca0eff3e02ea90ca4bd76af452c84a408c0deb5d068b30769a2fb630763e1ffb",
+        "43fb41ab9c28523e0f11931dfb04ae69df14516cbeb6550fa85053fef29d2aa9",
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
-        "77e575c2274427f5e245316b41bb9f0310750ea839a8e4f4ba713f602004e2fd",
+        "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
     ),
 }

@@ -44,12 +44,22 @@ def string_blocks(package: Path = PACKAGE) -> List[Tuple[int, str]]:
     return sorted(blocks, reverse=True)
 
 
-def largest_edit() -> Tuple[int, str]:
-    """(lines, file) of the edit whose new text is longest."""
+def edit_sides() -> dict:
+    """Lines of the edits' new texts (what the patch writes into fairseq's files) and of their
+    old texts (fairseq's own text they match, which --revert restores), with the largest of each."""
     sys.path.insert(0, str(ROOT))
     import fairseq_define_patch as fp
 
-    return max((e.new.count("\n"), p.path) for p in fp.PATCHES for e in p.edits)
+    edits = [(e, p.path) for p in fp.PATCHES for e in p.edits]
+    new = [(e.new.count("\n"), path) for e, path in edits]
+    old = [(e.old.count("\n"), path) for e, path in edits]
+    return {"edits": len(edits), "new": sum(n for n, _ in new), "largest new": max(new),
+            "old": sum(n for n, _ in old), "largest old": max(old)}
+
+
+def largest_edit() -> Tuple[int, str]:
+    """(lines, file) of the edit whose new text is longest."""
+    return edit_sides()["largest new"]
 
 
 def main(argv=None) -> int:
@@ -57,10 +67,12 @@ def main(argv=None) -> int:
     blocks = string_blocks()
     for lines, where in blocks if "--all" in argv else blocks[:15]:
         sys.stdout.write(f"{lines:5d}  {where}\n")
-    lines, path = largest_edit()
+    sides = edit_sides()
     sys.stdout.write(
         f"total: {sum(n for n, _ in blocks)} lines in {len(blocks)} strings of {MIN_LINES}+ lines; "
-        f"largest edit: {lines} lines ({path})\n"
+        f"{sides['edits']} edits write {sides['new']} lines (largest: {sides['largest new'][0]}, "
+        f"{sides['largest new'][1]}) over {sides['old']} lines of fairseq's text (largest: "
+        f"{sides['largest old'][0]}, {sides['largest old'][1]})\n"
     )
     return 0
 

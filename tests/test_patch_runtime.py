@@ -8,6 +8,7 @@ import io
 import pickle
 from argparse import Namespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -146,3 +147,88 @@ def test_preprocess_inputs_are_checked_before_writing(tmp_path):
         preprocess_inputs.check_inputs(args, lambda prefix, lang: f"{prefix}.{lang}",
                                        lambda lang, destdir: f"{destdir}/dict.{lang}.txt")
     assert not (tmp_path / "bin").exists()
+
+
+def test_hub_archive_members_outside_the_folder_are_refused(tmp_path):
+    import tarfile
+
+    from fairseq_define_patch.runtime import hub_archives
+
+    archive = tmp_path / "m.tar.gz"
+    (tmp_path / "f").write_text("x")
+    with tarfile.open(archive, "w:gz") as t:
+        t.add(tmp_path / "f", arcname="model/../../evil")
+    with pytest.raises(fairseq.UserError, match="is a path outside the folder"):
+        hub_archives.extract_checked(str(archive), str(tmp_path / "out"), "gz")
+    assert not (tmp_path / "out").exists()
+    assert "from_pretrained takes a folder" in str(hub_archives.archive_not_found("x.tar.gz"))
+
+
+def test_checkpoint_writes_are_atomic_and_the_save_dir_is_checked(tmp_path):
+    from fairseq_define_patch.runtime import checkpoint_writes
+
+    target = tmp_path / "checkpoint_last.pt"
+    target.write_bytes(b"old")
+
+    def fail(f, tmp):
+        f.write(b"half")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        checkpoint_writes._write_atomically(str(target), fail)
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["checkpoint_last.pt"]
+    checkpoint_writes.copy_checkpoint(str(target), str(tmp_path / "checkpoint_best.pt"))
+    assert (tmp_path / "checkpoint_best.pt").read_bytes() == b"old"
+    with pytest.raises(fairseq.UserError, match="is a file, not a folder"):
+        checkpoint_writes.check_save_dir(str(target))
+
+
+def test_dataset_files_are_checked_whole(tmp_path):
+    from fairseq_define_patch.runtime import dataset_files
+
+    index = tmp_path / "train.idx"
+    index.write_bytes((1).to_bytes(8, "little") + bytes([4]) + (5).to_bytes(8, "little"))  # 5 sentences, no sizes
+    with open(index, "rb") as stream:
+        with pytest.raises(fairseq.UserError, match="damaged or truncated: its 17 bytes"):
+            dataset_files.read_index_header(stream, str(index), {4: np.int32})
+    (tmp_path / "dict.de.txt").write_text("")
+    with pytest.raises(fairseq.UserError, match=r"no dict.txt \(it holds translation data: dict.de.txt\)"):
+        dataset_files.check_lm_data(str(tmp_path))
+    assert "it holds language-model data" not in str(dataset_files.language_pair_error(str(tmp_path)))
+
+
+def test_generation_inputs(tmp_path):
+    from fairseq_define_patch.runtime import generation_inputs
+
+    with pytest.raises(fairseq.UserError, match="--beam 0 must be at least 1"):
+        generation_inputs.check_beam_size(0)
+    text = tmp_path / "in.txt"
+    text.write_text("a \nb\nc\n")
+    batches = generation_inputs.read_input_batches(str(text), 2)
+    assert next(batches) == ["a", "b"]
+    with pytest.raises(StopIteration) as rest:
+        next(batches)
+    assert rest.value.value == ["c"]  # the partial batch: buffered_read yields it
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin1"))
+    for path, why in ((tmp_path, "is a folder"), (tmp_path / "latin1.txt", "is not UTF-8 text")):
+        with pytest.raises(fairseq.UserError, match=why):
+            next(generation_inputs.read_input_batches(str(path), 2))
+
+
+def test_bf16_flags_are_settled():
+    from fairseq_define_patch.runtime import bf16_devices
+
+    args = Namespace(bf16=True, tpu=False, fp16=False, amp=False, cpu=True)
+    bf16_devices.settle_bf16(args)
+    assert not args.tpu
+    for flag, why in (("fp16", "--bf16 and --fp16"), ("amp", "--bf16 and --amp")):
+        with pytest.raises(fairseq.UserError, match=why):
+            bf16_devices.settle_bf16(Namespace(**dict(vars(args), **{flag: True})))
+
+
+def test_the_fast_path_copies_are_dropped_from_a_state_dict():
+    from fairseq_define_patch.runtime import encoder_fastpath
+
+    state = {f"l.{n}": torch.zeros(1) for n in encoder_fastpath.FASTPATH_COPIES} | {"l.fc1.weight": torch.zeros(1)}
+    encoder_fastpath.drop_fastpath_copies(state, "l.")
+    assert list(state) == ["l.fc1.weight"]

@@ -18,8 +18,6 @@ COPIES = (
     CopiedModule("checkpoint_misfit", "a resumed checkpoint that does not fit: the settings that differ"),
 )
 
-_IMPORT = "from fairseq._define_runtime.{} import {}  # noqa: E402 F401 F403  (fairseq_define)\n"
-
 PATCHES = (
     FilePatch(
         "fairseq",
@@ -31,8 +29,8 @@ PATCHES = (
             Edit(
                 "logger = logging.getLogger(__name__)\n\n\ndef save_checkpoint(",
                 "logger = logging.getLogger(__name__)\n"
-                + _IMPORT.format("checkpoint_loading", "*")
-                + "\n\ndef save_checkpoint(",
+                "from fairseq._define_runtime.checkpoint_loading import *  # noqa: E402 F401 F403  (fairseq_define)\n"
+                "\n\ndef save_checkpoint(",
             ),
             Edit(
                 '        state = torch.load(f, map_location=torch.device("cpu"))\n',
@@ -93,8 +91,8 @@ PATCHES = (
             Edit(
                 "from fairseq.optim import lr_scheduler\nfrom fairseq.utils import safe_hasattr\n",
                 "from fairseq.optim import lr_scheduler\n"
-                + _IMPORT.format("checkpoint_misfit", "checkpoint_misfit")
-                + "from fairseq.utils import safe_hasattr\n",
+                "from fairseq._define_runtime.checkpoint_misfit import checkpoint_misfit  # (fairseq_define)\n"
+                "from fairseq.utils import safe_hasattr\n",
             ),
             Edit(
                 "            except Exception:\n"
