@@ -19,6 +19,9 @@ files shrink to an import and a call:
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
   bounded checkpoint loading, atomic writes, config strings parsed and never run, checks of
   input files, settings and hub archives.
+- ``runtime/``: the code those fixes add to fairseq, one module per concept; it imports only
+  the standard library, torch, numpy, omegaconf and fairseq, so that the copies need nothing
+  from this project (this package never imports it: fairseq may not import before the patch).
 
 ``edits.py`` holds the edit types, ``hashes.py`` the SHA-256 table, this module the
 mechanics. Every edit is an exact text replacement in a file whose whole content is

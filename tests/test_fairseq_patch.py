@@ -223,3 +223,18 @@ def test_the_patch_holds_little_python_in_strings():
 # lines of Python held in string constants of 5+ lines (scripts/patch_strings.py): 1537 before
 # the runtime modules; lowered as fixes move there
 STRING_LINES_BOUND = 210
+
+
+def test_a_patched_fairseq_needs_nothing_from_this_project(tmp_path):
+    """The runtime modules are copies inside fairseq: with fairseq-define uninstalled (both
+    packages unimportable), fairseq, its CLIs' modules and the patched paths still import."""
+    script = (
+        "import sys\n"
+        "sys.modules['fairseq_define_patch'] = sys.modules['fairseq_define'] = None  # uninstalled\n"
+        "import fairseq, fairseq.checkpoint_utils, fairseq.trainer, fairseq.options, fairseq.file_utils\n"
+        "import fairseq_cli.train, fairseq_cli.generate, fairseq_cli.interactive, fairseq_cli.preprocess\n"
+        "import fairseq_cli.eval_lm, fairseq_cli.validate, fairseq.modules.transformer_layer\n"
+        "assert fairseq.checkpoint_utils.safe_torch_load.__module__ == 'fairseq._define_runtime.checkpoint_loading'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
