@@ -8,8 +8,10 @@ The stock command-line tools (``fairseq-train``, ``fairseq-generate``, ...) impo
 before any ``--user-dir`` is read, so an import-time workaround in this package cannot reach
 them: the installed files themselves are edited, once, by this module.
 
-Layout: one module per fix, each with its reason, the Python it inserts and its edits in
-every file it touches:
+Layout: one module per fix, each with its reason and its edits in every file it touches;
+the logic a fix adds to fairseq is an ordinary module of ``runtime/``, which ``--apply`` copies
+whole into fairseq's tree as ``fairseq/_define_runtime/``, so that the edits of fairseq's own
+files shrink to an import and a call:
 
 - ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, sacrebleu 2, bitarray 3;
 - ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
@@ -17,14 +19,21 @@ every file it touches:
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
   bounded checkpoint loading, atomic writes, config strings parsed and never run, checks of
   input files, settings and hub archives.
+- ``runtime/``: the code those fixes add to fairseq, one module per concept; it imports only
+  the standard library, torch, numpy, omegaconf and fairseq, so that the copies need nothing
+  from this project (this package never imports it: fairseq may not import before the patch).
 
 ``edits.py`` holds the edit types, ``hashes.py`` the SHA-256 table, this module the
 mechanics. Every edit is an exact text replacement in a file whose whole content is
 recognised by its SHA-256 (the file as shipped, or the file as this module leaves it).
 Anything else is refused: a different fairseq/hydra version or a file someone edited by hand
-is never touched. Writes are atomic (temporary file + rename), so an interrupted run leaves
-each file either original or patched. Running ``--apply`` again is a no-op; ``--check``
-exits non-zero unless every file is patched; ``--revert`` restores the shipped text.
+is never touched. A copied runtime module is recognised the same way (absent, or the content
+hashes.py names); one with other content is ours to repair (a copy left by another version of
+this patch): ``--apply`` replaces it. Writes are atomic (temporary file + rename), so an
+interrupted run leaves each file either original or patched; the runtime modules are written
+before the edits that import them and removed after those are reverted. Running ``--apply``
+again is a no-op; ``--check`` exits non-zero unless every file is patched; ``--revert``
+restores the shipped text and removes ``fairseq/_define_runtime/``.
 
 Usage::
 
@@ -39,18 +48,20 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import compat, fairseq_bugs, hardening
-from .edits import Edit, FairseqPatchError, FilePatch, one_patch_per_file
+from .edits import RUNTIME_PACKAGE, CopiedModule, Edit, FairseqPatchError, FilePatch, one_patch_per_file
 from .hashes import SHA256
 
 __all__ = [
-    "APPLY_COMMAND", "Edit", "FairseqPatchError", "FilePatch", "PATCHES", "SHA256", "apply",
+    "APPLY_COMMAND", "COPIES", "CopiedModule", "Edit", "FairseqPatchError", "FilePatch",
+    "PATCHES", "SHA256", "apply",
     "apply_edits", "is_patched", "main", "require_patched_fairseq", "site_root", "statuses",
 ]
 
@@ -68,6 +79,11 @@ _REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIO
 PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(
     compat.PATCHES + fairseq_bugs.PATCHES + hardening.PATCHES
 )
+# the runtime modules the edits import, copied whole (the package's __init__ first)
+COPIES: Tuple[CopiedModule, ...] = (
+    CopiedModule("__init__", "the package of the code the patch adds to fairseq"),
+) + compat.COPIES + fairseq_bugs.COPIES + hardening.COPIES
+Entry = Union[FilePatch, CopiedModule]
 
 
 def _sha256(text: str) -> str:
@@ -103,22 +119,25 @@ def site_root(distribution: str) -> Path:
 
 @dataclass
 class FileStatus:
-    patch: FilePatch
+    patch: Entry  # an edited file (FilePatch) or a copied runtime module (CopiedModule)
     path: Path
-    state: str  # "patched" | "original" | "unknown" | "missing"
+    # "patched" | "original" | "unknown" | "missing" (an edited file);
+    # "patched" | "original" (absent) | "stale" (other content: repaired) (a copied module)
+    state: str
 
 
-def file_status(patch: FilePatch, root: Optional[Path] = None) -> FileStatus:
+def file_status(patch: Entry, root: Optional[Path] = None) -> FileStatus:
     path = (root or site_root(patch.distribution)) / patch.path
     if not path.is_file():
-        return FileStatus(patch, path, "missing")
+        absent = "original" if isinstance(patch, CopiedModule) else "missing"
+        return FileStatus(patch, path, absent)
     digest = _sha256(path.read_text(encoding="utf-8"))
     if digest == patch.patched_sha256:
         state = "patched"
     elif digest == patch.original_sha256:
         state = "original"
     else:
-        state = "unknown"
+        state = "stale" if isinstance(patch, CopiedModule) else "unknown"
     return FileStatus(patch, path, state)
 
 
@@ -137,12 +156,14 @@ def check_versions() -> None:
             )
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, text: str, mode: Optional[int] = None) -> None:
+    """Write through a temporary file renamed over ``path``, which keeps its permissions
+    (``mode`` for a new file)."""
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -151,7 +172,8 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def statuses(roots: Optional[Dict[str, Path]] = None) -> List[FileStatus]:
-    return [file_status(p, (roots or {}).get(p.distribution)) for p in PATCHES]
+    """The copied runtime modules first, then the edited files: the order of --apply."""
+    return [file_status(p, (roots or {}).get(p.distribution)) for p in COPIES + PATCHES]
 
 
 def _refuse_unknown(found: List[FileStatus]) -> None:
@@ -166,13 +188,53 @@ def _refuse_unknown(found: List[FileStatus]) -> None:
         )
 
 
+def _runtime_folder(roots: Optional[Dict[str, Path]]) -> Path:
+    return ((roots or {}).get("fairseq") or site_root("fairseq")) / RUNTIME_PACKAGE
+
+
+def _copy_module(st: FileStatus, reverse: bool) -> None:
+    if reverse:
+        st.path.unlink()
+        logger.info("removed %s (%s)", st.path, st.patch.why)
+        return
+    text = st.patch.text()
+    if _sha256(text) != st.patch.patched_sha256:  # runtime/ and hashes.py disagree: a bug here
+        raise FairseqPatchError(f"{st.patch.source}: its content does not match the expected hash")
+    st.path.parent.mkdir(exist_ok=True)
+    existed = st.path.exists()
+    _write_atomically(st.path, text, mode=0o644)
+    logger.info("%s %s (%s)", "replaced a stale" if existed else "copied", st.path, st.patch.why)
+
+
+def _remove_leftovers(roots: Optional[Dict[str, Path]], reverse: bool) -> None:
+    """The runtime folder is the patch's own: on --revert it goes (with its __pycache__);
+    on --apply, a module that another version of the patch copied and this one does not."""
+    folder = _runtime_folder(roots)
+    if not folder.is_dir():
+        return
+    if reverse:
+        shutil.rmtree(folder)
+        return
+    ours = {Path(c.path).name for c in COPIES}
+    for leftover in folder.glob("*.py"):
+        if leftover.name not in ours:
+            leftover.unlink()
+            logger.info("removed %s (not part of this version of the patch)", leftover)
+
+
 def apply(roots: Optional[Dict[str, Path]] = None, reverse: bool = False) -> List[FileStatus]:
-    """Patch (or with ``reverse``, restore) every file; all-or-nothing on recognition."""
+    """Patch (or with ``reverse``, restore) every file; all-or-nothing on recognition.
+
+    The runtime modules are copied before the edits that import them, and removed after
+    those edits are reverted, so fairseq imports at every step of an interrupted run."""
     found = statuses(roots)
     _refuse_unknown(found)  # check every file before writing any
     target = "original" if reverse else "patched"
-    for st in found:
+    for st in reversed(found) if reverse else found:
         if st.state == target:
+            continue
+        if isinstance(st.patch, CopiedModule):
+            _copy_module(st, reverse)
             continue
         text = st.path.read_text(encoding="utf-8")
         new_text = apply_edits(text, st.patch.edits, reverse=reverse)
@@ -181,6 +243,7 @@ def apply(roots: Optional[Dict[str, Path]] = None, reverse: bool = False) -> Lis
             raise FairseqPatchError(f"{st.path}: edited text does not match the expected hash")
         _write_atomically(st.path, new_text)
         logger.info("%s %s (%s)", "restored" if reverse else "patched", st.path, st.patch.why)
+    _remove_leftovers(roots, reverse)
     return statuses(roots)
 
 
@@ -210,7 +273,9 @@ def require_patched_fairseq() -> None:
 
 def _print_hashes() -> None:
     """Maintainers: the SHA256 table for the edits as they are now, read from the shipped
-    files or from files patched with the same edit table."""
+    files or from files patched with the same edit table, and for the runtime modules."""
+    for c in COPIES:
+        sys.stdout.write(f'    "{c.path}": (\n        None,\n        "{_sha256(c.text())}",\n    ),\n')
     for p in PATCHES:
         text = (site_root(p.distribution) / p.path).read_text(encoding="utf-8")
         results = []

@@ -1,7 +1,9 @@
-"""An edit is an exact text replacement; a FilePatch is the edits of one fix in one file."""
+"""An edit is an exact text replacement; a FilePatch is the edits of one fix in one file; a
+CopiedModule is one module of ``fairseq_define_patch/runtime/`` copied whole into fairseq."""
 
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from pathlib import Path
+from typing import Dict, Optional, Tuple
 
 from .hashes import SHA256
 
@@ -30,6 +32,46 @@ class FilePatch:
     @property
     def original_sha256(self) -> str:
         return SHA256[self.path][0]
+
+    @property
+    def patched_sha256(self) -> str:
+        return SHA256[self.path][1]
+
+
+# where the runtime modules go: a package of fairseq's own, so that a patched fairseq needs
+# nothing from this project at run time (uninstalling the plugin leaves it working)
+RUNTIME_PACKAGE = "fairseq/_define_runtime"
+RUNTIME_SOURCE = Path(__file__).resolve().parent / "runtime"
+
+
+@dataclass(frozen=True)
+class CopiedModule:
+    """``fairseq_define_patch/runtime/NAME.py``, copied whole to ``fairseq/_define_runtime/``.
+
+    The fix's logic lives there as an ordinary module (importable, linted, unit-tested); the
+    edits of fairseq's own files only import and call it. Its "original" state is absence,
+    its "patched" state the content whose hash hashes.py holds; any other content is a copy
+    left by another version of this patch (or a hand edit) and is "stale": the file is ours,
+    so ``--apply`` replaces it and ``--revert`` removes it."""
+
+    name: str  # module name under runtime/, e.g. "safe_load"
+    why: str
+    distribution: str = "fairseq"
+
+    @property
+    def path(self) -> str:
+        return f"{RUNTIME_PACKAGE}/{self.name}.py"
+
+    @property
+    def source(self) -> Path:
+        return RUNTIME_SOURCE / f"{self.name}.py"
+
+    def text(self) -> str:
+        return self.source.read_text(encoding="utf-8")
+
+    @property
+    def original_sha256(self) -> Optional[str]:
+        return None  # absent
 
     @property
     def patched_sha256(self) -> str:

@@ -1,11 +1,80 @@
-"""(shipped, patched) SHA-256 of each file the patch edits.
+"""(shipped, patched) SHA-256 of each file the patch edits, and (None, copied) of each runtime
+module it copies into fairseq (None: the file is absent before the patch).
 
-After changing an edit, regenerate with ``python -m fairseq_define_patch --print-hashes``
-and review the diff."""
+After changing an edit or a runtime module, regenerate with
+``python -m fairseq_define_patch --print-hashes`` and review the diff."""
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
-SHA256: Dict[str, Tuple[str, str]] = {
+SHA256: Dict[str, Tuple[Optional[str], str]] = {
+    "fairseq/_define_runtime/__init__.py": (
+        None,
+        "35683f787be3cab49115775525318a6644f71c92e2d7a15d987a5f2eb98ea5cc",
+    ),
+    "fairseq/_define_runtime/encoder_fastpath.py": (
+        None,
+        "03dd5873b23c4aa633b55b9444336ba1ee116f818e6cd45259cd65d531757ea0",
+    ),
+    "fairseq/_define_runtime/bf16_devices.py": (
+        None,
+        "3965ce6e8ae4e5525f98050a4b6f8db4bc3055e149ea878a8df6be640df351e3",
+    ),
+    "fairseq/_define_runtime/user_error.py": (
+        None,
+        "22a005cba3c803e3126c99ae024c5d36ce16ed3c9450dbbefa522e8eb3621fd2",
+    ),
+    "fairseq/_define_runtime/plugin_names.py": (
+        None,
+        "5b47c187b3817ebce539356b972e04c315a4e8c1aaea95af9702bab0c1222a22",
+    ),
+    "fairseq/_define_runtime/checkpoint_allow_list.py": (
+        None,
+        "30aebd5a2ba7884ad1b3c83342ff8e27378f797be47974e7c40b502bdd95bb92",
+    ),
+    "fairseq/_define_runtime/checkpoint_inspection.py": (
+        None,
+        "eb078363edbc7ff8cf8241788e72ecbc24b01acb316f39e9c6f279eab7b1b5e6",
+    ),
+    "fairseq/_define_runtime/checkpoint_loading.py": (
+        None,
+        "f5c7d3230e4b201e1efe36c384f983b06a598b2bfaa8e9cdfb5d7e326c70ad18",
+    ),
+    "fairseq/_define_runtime/checkpoint_misfit.py": (
+        None,
+        "984241ce301513077d936adf7264bfdcff0a3c3518a6d6c5f314ea4027fe9708",
+    ),
+    "fairseq/_define_runtime/checkpoint_writes.py": (
+        None,
+        "b71d18fd9462b71ed27c6fa97d8d108c95f42ffa7a97a3484469789370346696",
+    ),
+    "fairseq/_define_runtime/config_literals.py": (
+        None,
+        "e8690f81d0fea75859d43dd8106a01f8c6327384865ddff5347779d320a37bc7",
+    ),
+    "fairseq/_define_runtime/model_overrides.py": (
+        None,
+        "450217c59a2b04f5784a630b17d31997769cd5ed058deaf9af238f6a31974eff",
+    ),
+    "fairseq/_define_runtime/training_settings.py": (
+        None,
+        "ce2c13446e8df4d133e0257fb5ad6b1c7c0984e06dff9d5db3939f8926a02f8b",
+    ),
+    "fairseq/_define_runtime/preprocess_inputs.py": (
+        None,
+        "8bf0339a3887c8d651466f601eba7eb6aa5272602243ca9a3341ce482ef2168d",
+    ),
+    "fairseq/_define_runtime/dataset_files.py": (
+        None,
+        "397944e9829cf29ab9c85845bf63e4ce0bf11007080f864553a8a6362c1e66bc",
+    ),
+    "fairseq/_define_runtime/generation_inputs.py": (
+        None,
+        "ad6295598f7118c49cced633708799bb2b4501266a4ef1dde655404cee394dde",
+    ),
+    "fairseq/_define_runtime/hub_archives.py": (
+        None,
+        "0efba2468c5ade650bc7bb36dd8c2750c29155027d491b220c7a7ac79ae1f8db",
+    ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
         "9215fade9365eb5b86d669bd2dce0be950a00fd5d2870c6da1e7f38ab253e788",
@@ -22,25 +91,33 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "35bb8e50614902ad385e467fba4e251c7c5203fbd34398c1974a416c4ddc72d8",
         "703e8407c3e0df98c734239ecc396518c737f72129c6309b03ab8f980e2bbe6c",
     ),
-    "fairseq/checkpoint_utils.py": (
-        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "4eae81a7aba1d12aaa128e82c06e92e8e3a60e002853829f897ca0ae8100fde2",
+    "fairseq/examples/data2vec/models/data2vec_text.py": (
+        "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
+        "27688c5d92d97ecb26f2f1c20e3bed1d7ebe13e5977cb14e2f5e171411a4e462",
     ),
-    "fairseq/distributed/utils.py": (
-        "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
+    "fairseq/examples/speech_recognition/new/infer.py": (
+        "1880e1911e2f7c4c55b5c8328da854e416f8ba6f582e56d22e217acdf903ef41",
+        "4646ef0726ce9e9343b4ea0ac570c673ba4be720b307fc6a3105727619f29b9d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": (
+        "ac2d32fb2a325186b2f9f69612bbe525a94f8c3a0a17777e2e8704efc0a49863",
+        "71d0c6db730c992e21cdabf96092eced91e9f588c0664a44514d835debc1d4e8",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": (
+        "457f636ad85d3b5c0979f6b8d7bddfbb4bf0b6ae502a09cbc781f746cba5524f",
+        "d67377635ba0bfc1d65727d25aeecf0345b366587e8f5d58db1ae190cead4b0d",
+    ),
+    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
+        "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
+        "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
-        "9d758e673c8dec3f9035b67f2d5e9bd023a9e612b2ea2e5046be0daa0a19f545",
+        "a7d14bbdd4884df27fbb87fb7c9c09ac2c8960a4674e4a19773a6a63df64e3d3",
     ),
-    "fairseq/trainer.py": (
-        "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "4dccb68e5b72abd2e60c27920c93938acb9a85911c5d4cd289edc11c8a71a382",
-    ),
-    "fairseq/models/distributed_fairseq_model.py": (
-        "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
-        "e79df53c21490e684524ca9ee2a017224d2370e4b1f1c0f3d97386e310d50b5a",
+    "fairseq/modules/multihead_attention.py": (
+        "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
+        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
     ),
     "fairseq/data/token_block_dataset.py": (
         "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
@@ -52,11 +129,7 @@ SHA256: Dict[str, Tuple[str, str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "bfe0f132dac426103afd9128709fc08f6077ad78715fc77e89b94f14d7e92acd",
-    ),
-    "fairseq/data/indexed_dataset.py": (
-        "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "a6206de271b9d9ad05fbe79febe0e1a5b3ff50cfcfc15c2bc051d85d9fb95024",
+        "c32b5055941ab298d45715b640fd454d1a3f1dbce4a4d83226332845e11641d2",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -66,9 +139,29 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
         "0081cde90e7ea6709749ad8b38b521b6ac3b018da27fa9d2dbcea0fe5c7db0b4",
     ),
+    "fairseq/data/huffman/huffman_coder.py": (
+        "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
+        "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
+    ),
+    "fairseq/trainer.py": (
+        "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
+        "d2847d47b530830ff79ca1c119c4bb86df67b5cbb86d73f81acebb260e8bbf39",
+    ),
+    "fairseq/models/distributed_fairseq_model.py": (
+        "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
+        "e79df53c21490e684524ca9ee2a017224d2370e4b1f1c0f3d97386e310d50b5a",
+    ),
+    "fairseq/options.py": (
+        "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
+        "80e69f060fadc0702a6817e5bd3bbc15def60e5b40e98800233490367c1a1444",
+    ),
+    "fairseq/tasks/text_to_speech.py": (
+        "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
+        "f4ccf7fa7b0f2eebfd2f520b2d939f85bb0d4f833e2a1d17fea671136abc9d20",
+    ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "7474e0446adb2e18fe076347abf3072d1ed6b6cfdae7116067e1e94843736099",
+        "0de669e282edd2713ebfab645b2d12d0520cd72470f6013b36564270be24cf01",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
@@ -78,33 +171,17 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
         "ba61361785300d84315efe2c687f27dadcfcd630aa147583ea08ec2cec827c77",
     ),
-    "fairseq/options.py": (
-        "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "120c3dde365dc4d8f3e4483e23b0b51bcb1289226413e0fcd65d9e69585ede95",
-    ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "ed1f036ef37e5a0046055f2a8f4d1e35f288e3893856748b51326e8555d556a6",
+        "d06fc39ffef1c4ef9a15ee0f8785c3fc45c7acef9d6774c4035189a877507f9d",
     ),
-    "fairseq_cli/preprocess.py": (
-        "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "7ce704a523083ddb7e2d71318205220e80ff684a94d6110ff415ae27529c0583",
+    "fairseq/checkpoint_utils.py": (
+        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
+        "f1103f6ab24de90bd156f03e179e17f3e0cf751649c15446125ac8418fce81e3",
     ),
-    "fairseq/tasks/language_modeling.py": (
-        "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
-        "89a026caae8dc48eb9225649a79579f899deb43669d260f7825aa4c882edd7c8",
-    ),
-    "fairseq/tasks/translation.py": (
-        "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
-        "be9d97517d9d9d9dedd25425160e79c1f5dcfc5ac30af197717f21e67241d2b1",
-    ),
-    "fairseq_cli/train.py": (
-        "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
-        "ea6e7ec94cc087adfbb6625fb64b8ec4117338c3adee17d3b794b1ef0de9d70a",
-    ),
-    "fairseq_cli/validate.py": (
-        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "26f81fde729c6905b0c84f1cb23bf8914bd64663395e101bcff46cd3178bf480",
+    "fairseq/distributed/utils.py": (
+        "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
+        "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
@@ -174,9 +251,13 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "c79ca7db7a9eb8326d6bee08373b9e0a85ee3ee9ab1bd0320bd6b392ed2df74e",
         "bd4fa30bba1cfbd15b2c461e08e8d25589f76106870a4f3174886a22982157ec",
     ),
+    "fairseq_cli/validate.py": (
+        "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
+        "a0d47cc71d23140a739bf9c2e2556b2060f8dd3ecb429a9c0c33c57cce25afa8",
+    ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "8ef13a530861ebb20369476c6692ce04b86373f045f7338b69cba83eae1cd309",
+        "4ca963026d5ca8d46f900b1afbe793da44c7c4b2023971c60b612b646bcafd66",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -210,53 +291,41 @@ SHA256: Dict[str, Tuple[str, str]] = {
         "c5a1f8c807e521e18e48d742c5a33b0279b702ad9be36738f99608bb1ae53a92",
         "1632cdb32e61d00bb2188de9af2b61e0b4619e7f8f98e014c573f637a1dd4fd1",
     ),
-    "fairseq/examples/data2vec/models/data2vec_text.py": (
-        "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
-        "27688c5d92d97ecb26f2f1c20e3bed1d7ebe13e5977cb14e2f5e171411a4e462",
-    ),
-    "fairseq/examples/speech_recognition/new/infer.py": (
-        "1880e1911e2f7c4c55b5c8328da854e416f8ba6f582e56d22e217acdf903ef41",
-        "4646ef0726ce9e9343b4ea0ac570c673ba4be720b307fc6a3105727619f29b9d",
-    ),
-    "fairseq/examples/wav2vec/unsupervised/w2vu_generate.py": (
-        "ac2d32fb2a325186b2f9f69612bbe525a94f8c3a0a17777e2e8704efc0a49863",
-        "71d0c6db730c992e21cdabf96092eced91e9f588c0664a44514d835debc1d4e8",
-    ),
-    "fairseq/examples/wav2vec/unsupervised/tasks/unpaired_audio_text.py": (
-        "457f636ad85d3b5c0979f6b8d7bddfbb4bf0b6ae502a09cbc781f746cba5524f",
-        "d67377635ba0bfc1d65727d25aeecf0345b366587e8f5d58db1ae190cead4b0d",
-    ),
-    "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
-        "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
-        "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
-    ),
-    "fairseq/modules/multihead_attention.py": (
-        "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
-        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
-    ),
-    "fairseq/data/huffman/huffman_coder.py": (
-        "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
-        "003b50f94a81f89ff177f06a72c183a784b21eeab2c6699bfdfafca1cde9918d",
-    ),
-    "fairseq/file_utils.py": (
-        "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
-        "77e575c2274427f5e245316b41bb9f0310750ea839a8e4f4ba713f602004e2fd",
-    ),
-    "fairseq/sequence_generator.py": (
-        "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "ca0eff3e02ea90ca4bd76af452c84a408c0deb5d068b30769a2fb630763e1ffb",
+    "fairseq_cli/generate.py": (
+        "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
+        "08482ab00737f860b4b1750509f79b3d6e9e46e7229dc06d1cf69aca754fa1d7",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "e627a67e5a7d65841dbcad3a4d5957f634ef9bdab5609985900c41cf902fcd78",
+        "46fe971ccf3b1eaf1337c0e144492c87bef7383a4c24494ef1c73f5052191dc2",
     ),
-    "fairseq_cli/generate.py": (
-        "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "5157622f097b1b8621b9ded8d2eaf4b4e77c9160dfb81d1b63736904765b6160",
+    "fairseq_cli/train.py": (
+        "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
+        "97c9719b2d416386a963d47b51dfae03713e8c301237a57df06eed038bf67646",
     ),
-    "fairseq/tasks/text_to_speech.py": (
-        "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
-        "f4ccf7fa7b0f2eebfd2f520b2d939f85bb0d4f833e2a1d17fea671136abc9d20",
+    "fairseq_cli/preprocess.py": (
+        "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
+        "e28766e212ac4ac59b28c0fd6ac48faafd9e10639789426128f955d572aba1fe",
+    ),
+    "fairseq/data/indexed_dataset.py": (
+        "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
+        "d9ef6a1a3adc34d2513e0c2a7061311a9cabfb06c17c20ff2e92219142302771",
+    ),
+    "fairseq/tasks/language_modeling.py": (
+        "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
+        "7f7869ad12d5265a286acce638c55b80928cc63a9b2975f08b0a1b0b3f3eee22",
+    ),
+    "fairseq/tasks/translation.py": (
+        "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
+        "b10c1827a28453ee2a50562485955899d3830a8fc2dc5fe7ac3ab9062f6a5585",
+    ),
+    "fairseq/sequence_generator.py": (
+        "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
+        "43fb41ab9c28523e0f11931dfb04ae69df14516cbeb6550fa85053fef29d2aa9",
+    ),
+    "fairseq/file_utils.py": (
+        "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
+        "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
     ),
     "hydra/core/plugins.py": (
         "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",

@@ -291,7 +291,7 @@ def test_a_misfit_with_the_same_settings_says_what_the_load_found():
     """Same settings (another dictionary, say): the line carries the load's first complaint."""
     from argparse import Namespace
 
-    from fairseq.trainer import _checkpoint_misfit
+    from fairseq_define_patch.runtime.checkpoint_misfit import _checkpoint_misfit
 
     cfg = Namespace(arch="transformer", encoder_layers=6, lr=[0.1])
     error = RuntimeError("Error(s) in loading state_dict for TransformerModel:\n\tsize mismatch for "

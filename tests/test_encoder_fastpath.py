@@ -167,7 +167,7 @@ cli_main()
 @pytest.mark.parametrize("flat", [False, True], ids=["per_parameter", "flat_fp16"])
 def test_an_optimizer_state_covering_the_copies_is_cut_to_the_parameters(flat):
     """Each state entry here holds its parameter's values, so a misplaced cut shows."""
-    from fairseq.trainer import _without_fastpath_copies
+    from fairseq_define_patch.runtime.encoder_fastpath import without_fastpath_copies as _without_fastpath_copies
 
     model, old = tiny("transformer"), tiny("transformer")  # the same weights
     for layer in old.encoder.layers:

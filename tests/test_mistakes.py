@@ -166,7 +166,7 @@ LEGACY = Path(__file__).parent / "legacy_checkpoints" / "legacy_shared.pt"  # a 
 
 def overrides_of(path, overrides):
     """What fairseq-generate does with --model-overrides: load with them, then check them."""
-    from fairseq.checkpoint_utils import check_model_overrides
+    from fairseq_define_patch.runtime.model_overrides import check_model_overrides
 
     state = load(path, arg_overrides=overrides)
     check_model_overrides(overrides, state["cfg"])
@@ -243,7 +243,7 @@ TRAINING_MISTAKES = [
 @pytest.mark.parametrize("flags,expected", TRAINING_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_MISTAKES])
 def test_training_numbers_have_checked_ranges(flags, expected):
     from fairseq import UserError as FairseqUserError
-    from fairseq_cli.train import _check_training_numbers
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     with pytest.raises(FairseqUserError) as info:
         _check_training_numbers(training_cfg(*flags))
@@ -251,7 +251,7 @@ def test_training_numbers_have_checked_ranges(flags, expected):
 
 
 def test_usual_training_numbers_pass():
-    from fairseq_cli.train import _check_training_numbers
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     _check_training_numbers(training_cfg("--lr", "5e-4", "--clip-norm", "0", "--warmup-updates", "0",
                                          "--label-smoothing", "0.1", "--update-freq", "2", "--max-epoch", "0"))
@@ -260,7 +260,7 @@ def test_usual_training_numbers_pass():
 def test_training_groups_kept_as_namespaces_are_checked():
     """A component without a dataclass (here fairseq's sgd optimizer) keeps its group as a Namespace."""
     from fairseq import UserError as FairseqUserError
-    from fairseq_cli.train import _check_training_numbers
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     cfg = training_cfg("--optimizer", "sgd", "--lr", "5")
     assert isinstance(cfg.optimizer, argparse.Namespace)

@@ -6,3 +6,5 @@ its allow-list is a safety fix as much as a compatibility one."""
 from . import libraries, numpy2, python311, python312, torch2
 
 PATCHES = python311.PATCHES + python312.PATCHES + torch2.PATCHES + numpy2.PATCHES + libraries.PATCHES
+# the runtime modules (CopiedModule) that the fixes' edits import; none here yet
+COPIES = sum((getattr(m, "COPIES", ()) for m in (python311, python312, torch2, numpy2, libraries)), ())

@@ -8,3 +8,8 @@ PATCHES = (
     + bf16_without_tpu.PATCHES
     + tensorboardx_notice.PATCHES
 )
+# the runtime modules (CopiedModule) that the fixes' edits import
+COPIES = sum(
+    (getattr(m, "COPIES", ()) for m in (encoder_fastpath, ddp_on_cpu, bf16_without_tpu, tensorboardx_notice)),
+    (),
+)

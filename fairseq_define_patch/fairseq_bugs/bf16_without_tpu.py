@@ -15,7 +15,11 @@ or a silent choice: ``--bf16`` with ``--fp16`` (once refused only through the fo
 without torch_xla.
 """
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
+
+# The flags are settled by runtime/bf16_devices.py (copied into fairseq), where options.py
+# turned --bf16 into --tpu.
+COPIES = (CopiedModule("bf16_devices", "--bf16 on CUDA or the CPU; precision flags that conflict"),)
 
 PATCHES = (
     FilePatch(
@@ -31,29 +35,8 @@ PATCHES = (
                 "    if args.tpu and args.fp16:\n",
                 "    args.tpu = getattr(args, \"tpu\", False)\n"
                 "    args.bf16 = getattr(args, \"bf16\", False)\n"
-                "    # (fairseq_define) --bf16 implied --tpu, which dies without torch_xla: now only\n"
-                "    # where torch_xla is there and --cpu is not given; elsewhere bfloat16 trains on\n"
-                "    # the device at hand (CUDA, or the CPU with --cpu)\n"
-                "    import importlib.util\n\n"
-                "    from fairseq import UserError\n\n"
-                "    has_xla = importlib.util.find_spec(\"torch_xla\") is not None\n"
-                "    if args.bf16 and getattr(args, \"fp16\", False):\n"
-                "        raise UserError(\n"
-                "            \"--bf16 and --fp16 cannot be combined: pick one precision \"\n"
-                "            \"(--memory-efficient-bf16 implies --bf16, --memory-efficient-fp16 --fp16)\"\n"
-                "        )\n"
-                "    if args.bf16 and getattr(args, \"amp\", False):\n"
-                "        raise UserError(\n"
-                "            \"--bf16 and --amp cannot be combined: --amp trains in float16 under \"\n"
-                "            \"autocast, --bf16 in bfloat16; pick one\"\n"
-                "        )\n"
-                "    if args.tpu and not has_xla:\n"
-                "        raise UserError(\n"
-                "            \"--tpu needs torch_xla, which is not installed; --bf16 alone trains in \"\n"
-                "            \"bfloat16 on CUDA or, with --cpu, on the CPU\"\n"
-                "        )\n"
-                "    if args.bf16 and has_xla and not getattr(args, \"cpu\", False):\n"
-                "        args.tpu = True\n"
+                "    from fairseq._define_runtime.bf16_devices import settle_bf16\n\n"
+                "    settle_bf16(args)  # (fairseq_define) --tpu only where torch_xla is\n"
                 "    if args.tpu and args.fp16:\n",
             ),
         ),

@@ -1,6 +1,6 @@
 """The encoder fast path's untrained weight copies (fairseq 0.12.2, any stack)."""
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
 
 # fairseq 0.12.2's encoder layers registered a second copy of their weights as parameters for
 # torch's fused inference path (3.15M per Transformer-base layer), filled only when a state
@@ -8,7 +8,9 @@ from ..edits import Edit, FilePatch
 # and left DDP waiting for their gradients (--find-unused-parameters). The fast path now reads
 # the trained weights themselves (q, k and v concatenated on each call, under 1% of the
 # layer's time on a CPU, on a path that runs only in eval); checkpoints that hold the copies
-# load with them dropped, strict loading included.
+# load with them dropped, strict loading included. The code is runtime/encoder_fastpath.py.
+COPIES = (CopiedModule("encoder_fastpath", "the encoder fast path reads the trained weights; old copies dropped"),)
+
 _FASTPATH_COPY_EDITS = (
     Edit(
         "        self.ever_training = False\n"
@@ -62,34 +64,26 @@ _FASTPATH_COPY_EDITS = (
         '        state_dict[new_name + "fc2_weight"] = state_dict[prefix + "fc2.weight"]\n'
         '        state_dict[new_name + "fc2_bias"] = state_dict[prefix + "fc2.bias"]\n',
         "        self.load_to_BT = True\n"
-        "        # (fairseq_define) checkpoints saved by fairseq 0.12.2 hold the fast path's copies\n"
-        "        for name in (\n"
-        '            "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias",\n'
-        '            "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",\n'
-        "        ):\n"
-        "            state_dict.pop(prefix + name, None)\n",
+        "        drop_fastpath_copies(state_dict, prefix)  # (fairseq_define) saved by fairseq 0.12.2\n",
     ),
     Edit(
         "                self.in_proj_weight,\n"
         "                self.in_proj_bias,\n"
         "                self.out_proj_weight,\n"
         "                self.out_proj_bias,\n",
-        "                torch.cat(  # [3 * embed_dim, embed_dim]: q, k, v stacked\n"
-        "                    (\n"
-        "                        self.self_attn.q_proj.weight,\n"
-        "                        self.self_attn.k_proj.weight,\n"
-        "                        self.self_attn.v_proj.weight,\n"
-        "                    )\n"
+        # inline, not a call: TorchScript compiles this forward (fairseq's export tests)
+        "                torch.cat(  # (fairseq_define) the trained weights: q, k, v stacked\n"
+        "                    (self.self_attn.q_proj.weight, self.self_attn.k_proj.weight, self.self_attn.v_proj.weight)\n"
         "                ),\n"
-        "                torch.cat(\n"
-        "                    (\n"
-        "                        self.self_attn.q_proj.bias,\n"
-        "                        self.self_attn.k_proj.bias,\n"
-        "                        self.self_attn.v_proj.bias,\n"
-        "                    )\n"
-        "                ),\n"
+        "                torch.cat((self.self_attn.q_proj.bias, self.self_attn.k_proj.bias, self.self_attn.v_proj.bias)),\n"
         "                self.self_attn.out_proj.weight,\n"
         "                self.self_attn.out_proj.bias,\n",
+    ),
+    Edit(
+        "from fairseq.modules.fairseq_dropout import FairseqDropout\nfrom fairseq.modules.quant_noise",
+        "from fairseq.modules.fairseq_dropout import FairseqDropout\n"
+        "from fairseq._define_runtime.encoder_fastpath import drop_fastpath_copies  # (fairseq_define)\n"
+        "from fairseq.modules.quant_noise",
     ),
     Edit(
         "                self.fc1_weight,\n"
@@ -105,68 +99,7 @@ _FASTPATH_COPY_EDITS = (
 
 
 # Resuming from a checkpoint saved before the edits above: its optimizer state also covers the
-# copies (Trainer._build_optimizer listed them among the parameters); their entries are cut
-# out so that the state fits the parameters as they are now.
-_OPTIMIZER_STATE_HELPER = """
-
-def _without_fastpath_copies(optim_state, model, criterion):
-    \"\"\"(fairseq_define) An optimizer state saved by fairseq 0.12.2 also covers the eight
-    weight copies that each encoder layer registered as parameters for the inference fast
-    path (the layer's own parameters, so listed before its submodules'), which are no longer
-    parameters: their entries are dropped, per parameter or from a flat fp16 buffer. Any
-    other state is returned unchanged.\"\"\"
-    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
-
-    # the optimizer's parameters as fairseq 0.12.2 listed them: (parameter or None for a
-    # copy, number of elements)
-    old, seen = [], set()
-    for m in model.modules():
-        if isinstance(m, TransformerEncoderLayerBase):
-            q, out = m.self_attn.q_proj, m.self_attn.out_proj
-            sizes = (3 * q.weight.numel(), 3 * q.bias.numel(), out.weight.numel(), out.bias.numel(),
-                     m.fc1.weight.numel(), m.fc1.bias.numel(), m.fc2.weight.numel(), m.fc2.bias.numel())
-            old += [(None, n) for n in sizes]
-        for p in m._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                if p.requires_grad:
-                    old.append((p, p.numel()))
-    old += [(p, p.numel()) for p in criterion.parameters() if p.requires_grad]
-    copies = sum(1 for p, _ in old if p is None)
-    groups = optim_state.get("param_groups") if isinstance(optim_state, dict) else None
-    if not copies or not groups or len(groups) != 1:
-        return optim_state
-    saved, state = groups[0]["params"], optim_state.get("state", {})
-    keep = [i for i, (p, _) in enumerate(old) if p is not None]
-    if len(saved) == len(old):  # one entry per parameter
-        new_state = {new: state[saved[i]] for new, i in enumerate(keep) if saved[i] in state}
-        new_groups = [dict(groups[0], params=list(range(len(keep))))]
-    else:  # --fp16: one flat buffer, the parameters' elements in the same order
-        total = sum(n for _, n in old)
-        flat = state.get(saved[0], {}) if len(saved) == 1 else {}
-        if not any(torch.is_tensor(v) and v.dim() == 1 and v.numel() == total for v in flat.values()):
-            return optim_state
-        spans, start = [], 0
-        for p, n in old:
-            if p is not None:
-                spans.append((start, start + n))
-            start += n
-
-        def cut(v):
-            if torch.is_tensor(v) and v.dim() == 1 and v.numel() == total:
-                return torch.cat([v[a:b] for a, b in spans])
-            return v
-
-        new_state = {saved[0]: {k: cut(v) for k, v in flat.items()}}
-        new_groups = groups
-    logger.info(
-        "optimizer state saved by fairseq 0.12.2: dropped the entries of the encoder "
-        "layers' %d fast-path weight copies (no longer parameters)", copies
-    )
-    return dict(optim_state, state=new_state, param_groups=new_groups)
-
-"""
-
+# copies; the trainer cuts their entries out (runtime/encoder_fastpath.py).
 _OPTIMIZER_STATE_EDITS = (
     Edit(
         "                )\n"
@@ -174,14 +107,11 @@ _OPTIMIZER_STATE_EDITS = (
         "            self.optimizer.load_state_dict(last_optim_state, optimizer_overrides)\n",
         "                )\n"
         "\n"
-        "            last_optim_state = _without_fastpath_copies(  # (fairseq_define)\n"
+        "            from fairseq._define_runtime.encoder_fastpath import without_fastpath_copies\n\n"
+        "            last_optim_state = without_fastpath_copies(  # (fairseq_define)\n"
         "                last_optim_state, self.model, self.criterion\n"
         "            )\n"
         "            self.optimizer.load_state_dict(last_optim_state, optimizer_overrides)\n",
-    ),
-    Edit(
-        "            return xla_device_to_cpu(data)\n\n\ndef _catalog_shared_params(",
-        "            return xla_device_to_cpu(data)\n" + _OPTIMIZER_STATE_HELPER + "\ndef _catalog_shared_params(",
     ),
 )
 

@@ -1,7 +1,7 @@
 """Hardening: bad input gets one line naming the problem and the fix (fairseq.UserError, one
 hook), untrusted files (checkpoints, config strings, hub archives) cannot run code or
-exhaust memory, and writes are atomic. Each module is one fix: its reason, the Python it
-inserts, and its edits in every file it touches."""
+exhaust memory, and writes are atomic. Each module is one fix: its reason and its edits in
+every file it touches; the code it adds is a module of ``runtime/`` (CopiedModule)."""
 
 from . import (
     checkpoint_loading,
@@ -32,3 +32,5 @@ GROUPS = (
     hub_archives,
 )
 PATCHES = sum((group.PATCHES for group in GROUPS), ())
+# the runtime modules (CopiedModule) that the fixes' edits import
+COPIES = sum((getattr(group, "COPIES", ()) for group in GROUPS), ())

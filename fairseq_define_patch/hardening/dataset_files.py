@@ -2,7 +2,13 @@
 dictionary, or data of the other kind (language model vs translation) gets one line when
 the split loads, not a failure mid-training."""
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
+
+# The checks are runtime/dataset_files.py (copied into fairseq); each edit calls one where
+# fairseq reads the file or the folder.
+COPIES = (CopiedModule("dataset_files", "damaged, truncated or mismatched data; ids outside the dictionary"),)
+
+_IMPORT = "from fairseq._define_runtime.dataset_files import {}  # (fairseq_define)\n"
 
 PATCHES = (
     FilePatch(
@@ -18,19 +24,8 @@ PATCHES = (
                 '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
                 "        if dataset is None:\n"
                 "            break\n"
-                "        if dictionary is not None and isinstance(\n"
-                "            dataset, indexed_dataset.MMapIndexedDataset\n"
-                "        ):  # (fairseq_define) every id must name a dictionary entry\n"
-                "            ids = np.frombuffer(dataset._bin_buffer, dtype=dataset._index.dtype)\n"
-                "            if ids.size and not 0 <= ids.min() <= ids.max() < len(dictionary):\n"
-                "                from fairseq import UserError\n\n"
-                "                raise UserError(\n"
-                '                    "{}.bin holds token ids outside the dictionary\'s {} entries "\n'
-                '                    "(min {}, max {}): the file is damaged or was binarized with another "\n'
-                '                    "dictionary; run fairseq-preprocess again".format(\n'
-                "                        path_k, len(dictionary), int(ids.min()), int(ids.max())\n"
-                "                    )\n"
-                "                )\n"
+                + "        " + _IMPORT.format("check_token_ids")
+                + "\n        check_token_ids(dataset, dictionary, path_k)  # every id names an entry\n"
                 '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
             ),
         ),
@@ -48,13 +43,7 @@ PATCHES = (
                 "            elif magic == HuffmanMMapIndex._HDR_MAGIC[:8]:\n"
                 '                return "huffman"\n'
                 "            else:\n"
-                "                from fairseq import UserError\n\n"
-                "                raise UserError(\n"
-                '                    "{} is not an index written by fairseq-preprocess (it starts with "\n'
-                '                    "{!r}): the file is damaged; run fairseq-preprocess again".format(\n'
-                "                        index_file_path(path), magic\n"
-                "                    )\n"
-                "                )\n",
+                "                raise not_an_index(index_file_path(path), magic)  # (fairseq_define)\n",
             ),
             Edit(
                 "                assert self._HDR_MAGIC == magic_test, (\n"
@@ -62,12 +51,7 @@ PATCHES = (
                 '                    "Make sure that --dataset-impl is configured properly."\n'
                 "                )\n",
                 "                if self._HDR_MAGIC != magic_test:\n"
-                "                    from fairseq import UserError\n\n"
-                "                    raise UserError(\n"
-                '                        "{} is not an index written by fairseq-preprocess "\n'
-                '                        "(--dataset-impl mmap): the file is damaged or of another "\n'
-                '                        "--dataset-impl; run fairseq-preprocess again".format(path)\n'
-                "                    )\n",
+                "                    raise bad_mmap_index(path)  # (fairseq_define)\n",
             ),
             Edit(
                 "        def __del__(self):\n"
@@ -99,20 +83,9 @@ PATCHES = (
         (
             Edit(
                 '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))\n',
-                '            if not os.path.exists(os.path.join(paths[0], "dict.txt")):\n'
-                "                from fairseq import UserError\n\n"
-                "                pairs = sorted(\n"
-                "                    f for f in os.listdir(paths[0]) if f.startswith(\"dict.\") and f.endswith(\".txt\")\n"
-                "                ) if os.path.isdir(paths[0]) else []\n"
-                "                raise UserError(\n"
-                '                    "{} has no dict.txt{}: a language model (fairseq-eval-lm, --task "\n'
-                '                    "language_modeling) reads data binarized with fairseq-preprocess "\n'
-                '                    "--only-source; a translation checkpoint goes with fairseq-generate".format(\n'
-                "                        paths[0],\n"
-                '                        " (it holds translation data: {})".format(", ".join(pairs)) if pairs else "",\n'
-                "                    )\n"
-                "                )\n"
-                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))  # noqa\n',
+                "            " + _IMPORT.format("check_lm_data") + "\n"
+                "            check_lm_data(paths[0])  # translation data: say so\n"
+                '            dictionary = Dictionary.load(os.path.join(paths[0], "dict.txt"))  # checked\n',
             ),
         ),
     ),
@@ -127,18 +100,8 @@ PATCHES = (
                 '                "Could not infer language pair, please provide it explicitly"\n'
                 "            )\n",
                 "        if cfg.source_lang is None or cfg.target_lang is None:\n"
-                "            from fairseq import UserError\n\n"
-                '            lm_data = os.path.exists(os.path.join(paths[0], "dict.txt"))\n'
-                "            raise UserError(\n"
-                '                "cannot tell the language pair of {}: {}".format(\n'
-                "                    paths[0],\n"
-                '                    "it holds language-model data (dict.txt); a language model "\n'
-                '                    "checkpoint goes with fairseq-eval-lm"\n'
-                "                    if lm_data\n"
-                '                    else "pass --source-lang and --target-lang (the data comes from "\n'
-                '                    "fairseq-preprocess -s SRC -t TGT)",\n'
-                "                )\n"
-                "            )\n",
+                "            " + _IMPORT.format("language_pair_error") + "\n"
+                "            raise language_pair_error(paths[0])\n",
             ),
         ),
     ),
@@ -160,27 +123,11 @@ PATCHES = (
                 "\n"
                 '                self._len = struct.unpack("<Q", stream.read(8))[0]\n'
                 "                offset = stream.tell()\n",
-                "                header = stream.read(17)  # (fairseq_define) checked against the file\n"
-                "                file_size = os.fstat(stream.fileno()).st_size\n"
-                "                if len(header) == 17:\n"
-                '                    version = struct.unpack("<Q", header[:8])\n'
-                "                    dtype_code = header[8]\n"
-                '                    self._len = struct.unpack("<Q", header[9:])[0]\n'
-                "                offset = stream.tell()\n"
-                "                if (\n"
-                "                    len(header) < 17\n"
-                "                    or version != (1,)\n"
-                "                    or dtype_code not in _code_to_dtype\n"
-                "                    or file_size != offset + 12 * self._len\n"
-                "                ):\n"
-                "                    from fairseq import UserError\n"
-                "\n"
-                "                    raise UserError(\n"
-                '                        "{} is damaged or truncated: its {} bytes do not match its header; "\n'
-                '                        "run fairseq-preprocess again".format(path, file_size)\n'
-                "                    )\n"
-                "                self._dtype = _code_to_dtype[dtype_code]\n"
-                "                self._dtype_size = self._dtype().itemsize\n",
+                "                self._dtype, self._len = read_index_header(  # (fairseq_define) checked\n"
+                "                    stream, path, _code_to_dtype\n"
+                "                )\n"
+                "                self._dtype_size = self._dtype().itemsize\n"
+                "                offset = stream.tell()\n",
             ),
             Edit(
                 "        self._bin_buffer_mmap = np.memmap(\n"
@@ -191,31 +138,16 @@ PATCHES = (
                 '            data_file_path(self._path), mode="r", order="C"\n'
                 "        )\n"
                 "        self._bin_buffer = memoryview(self._bin_buffer_mmap)  # checked whole:\n"
-                "        # (fairseq_define) each sentence starts where the one before ends, and the\n"
-                "        # data file ends where the last one does\n"
-                "        sizes = self._index._sizes.astype(np.int64)\n"
-                "        step = self._index._dtype_size\n"
-                "        starts = np.concatenate(([0], np.cumsum(sizes[:-1]) * step))[: len(sizes)]\n"
-                "        end = int(starts[-1] + sizes[-1] * step) if len(sizes) else 0\n"
-                "        if (\n"
-                "            (sizes < 0).any()\n"
-                "            or not np.array_equal(self._index._pointers, starts)\n"
-                "            or end != len(self._bin_buffer)\n"
-                "        ):\n"
-                "            from fairseq import UserError\n"
-                "\n"
-                "            raise UserError(\n"
-                '                "{} and {} do not match (the index describes {} bytes, the data file "\n'
-                '                "holds {}): one of them is truncated or damaged; run fairseq-preprocess "\n'
-                '                "again".format(\n'
-                "                    index_file_path(self._path),\n"
-                "                    data_file_path(self._path),\n"
-                "                    end,\n"
-                "                    len(self._bin_buffer),\n"
-                "                )\n"
-                "            )\n",
+                "        check_data_matches_index(  # (fairseq_define)\n"
+                "            self._index, index_file_path(self._path), data_file_path(self._path), self._bin_buffer\n"
+                "        )\n",
             ),
-            Edit("import shutil\nimport struct\n", "import os\nimport shutil\nimport struct  # os: fairseq_define\n"),
+            Edit(
+                "import struct\nfrom functools import lru_cache\n",
+                "import struct\n"
+                "from fairseq._define_runtime.dataset_files import *  # noqa: F401 F403  (fairseq_define)\n"
+                "from functools import lru_cache\n",
+            ),
         ),
     ),
 )

@@ -1,6 +1,9 @@
 """fairseq-generate / fairseq-interactive: --beam below 1 and an unusable --input get one line."""
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
+
+# The checks are runtime/generation_inputs.py (copied into fairseq).
+COPIES = (CopiedModule("generation_inputs", "--beam below 1; an unusable --input"),)
 
 PATCHES = (
     FilePatch(
@@ -11,9 +14,8 @@ PATCHES = (
             Edit(
                 "        self.vocab_size = len(tgt_dict)\n        self.beam_size = beam_size\n",
                 "        self.vocab_size = len(tgt_dict)\n"
-                "        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:\n"
-                "            from fairseq import UserError  # (fairseq_define)\n\n"
-                "            raise UserError(\"--beam {} must be at least 1 (1 is greedy search)\".format(beam_size))\n"
+                "        from fairseq._define_runtime.generation_inputs import check_beam_size\n\n"
+                "        check_beam_size(beam_size)  # (fairseq_define)\n"
                 "        self.beam_size = beam_size\n",
             ),
         ),
@@ -31,26 +33,8 @@ PATCHES = (
                 "            if len(buffer) >= buffer_size:\n"
                 "                yield buffer\n"
                 "                buffer = []\n",
-                "    from fairseq import UserError  # (fairseq_define) kind and encoding checked\n\n"
-                "    buffer = []\n"
-                '    if input != "-" and not os.path.isfile(input):\n'
-                "        raise UserError(\n"
-                '            "--input {} is {}: give a text file, or - for standard input".format(\n'
-                '                input, "a folder" if os.path.isdir(input) else "not an existing file"\n'
-                "            )\n"
-                "        )\n"
-                '    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:\n'
-                "        try:\n"
-                "            for src_str in h:\n"
-                "                buffer.append(src_str.strip())\n"
-                "                if len(buffer) >= buffer_size:\n"
-                "                    yield buffer\n"
-                "                    buffer = []\n"
-                "        except UnicodeDecodeError as e:\n"
-                "            raise UserError(\n"
-                '                "--input {} is not UTF-8 text ({}): convert it to UTF-8 (e.g. iconv -f "\n'
-                '                "latin1 -t utf-8)".format(input, e.reason)\n'
-                "            ) from None\n",
+                "    from fairseq._define_runtime.generation_inputs import read_input_batches\n\n"
+                "    buffer = yield from read_input_batches(input, buffer_size)  # (fairseq_define) checked\n",
             ),
         ),
     ),

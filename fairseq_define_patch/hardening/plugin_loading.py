@@ -6,29 +6,11 @@ IndexError, a KeyError or an assertion. fairseq knows the fairseq-define plugin'
 loaded when this message is needed, so it cannot tell fairseq its names itself.
 """
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
 
-_PLUGIN_NAMES_HELPER = """def is_plugin_name(name):
-    # (added by fairseq_define) an architecture or task the fairseq-define plugin registers
-    return isinstance(name, str) and (name.startswith("define_") or name == "contiguous_lm")
-
-
-def unknown_name_error(kind, name, flag):
-    # (added by fairseq_define) the error for a model architecture or task nobody registered
-    message = "unknown {} {!r}".format(kind, name)
-    if is_plugin_name(name):
-        import importlib.util
-
-        spec = importlib.util.find_spec("fairseq_define")
-        where = os.path.dirname(spec.origin) if spec and spec.origin else "PATH/TO/fairseq_define"
-        return UserError(
-            message + ": it comes from the fairseq-define plugin, which is not loaded; pass "
-            "--user-dir {} (in Python: import fairseq_define)".format(where)
-        )
-    return UserError(
-        message + ": check {}, or pass the --user-dir of the plugin that defines it".format(flag)
-    )
-"""
+# The code is runtime/plugin_names.py (copied into fairseq); each edit calls it where fairseq
+# reads the name or the folder.
+COPIES = (CopiedModule("plugin_names", "a plugin's names without the plugin; a --user-dir that is no plugin"),)
 
 PATCHES = (
     FilePatch(
@@ -38,9 +20,9 @@ PATCHES = (
         (
             Edit(
                 'sys.modules["fairseq.progress_bar"] = progress_bar\n\n# initialize hydra\n',
-                'sys.modules["fairseq.progress_bar"] = progress_bar\n\n\n'
-                + _PLUGIN_NAMES_HELPER
-                + "\n\n# initialize hydra\n",
+                'sys.modules["fairseq.progress_bar"] = progress_bar\n\n'
+                "from fairseq._define_runtime.plugin_names import *  # noqa: E402 F401 F403  (fairseq_define)\n\n"
+                "# initialize hydra\n",
             ),
         ),
     ),
@@ -93,27 +75,16 @@ PATCHES = (
                 "    usr_parser.add_argument(\"--task\", default=None)\n"
                 "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
                 "    utils.import_user_module(usr_args)  # (fairseq_define) then: a plugin's name\n"
-                "    # without the plugin gets an error naming the --user-dir\n"
-                "    from fairseq import UserError, is_plugin_name, unknown_name_error\n"
-                "    from fairseq.tasks import TASK_REGISTRY\n\n"
-                "    for kind, flag, known, name in (\n"
-                '        ("model architecture", "--arch", ARCH_MODEL_REGISTRY, usr_args.arch),\n'
-                '        ("task", "--task", TASK_REGISTRY, usr_args.task),\n'
-                "    ):\n"
-                "        if is_plugin_name(name) and name not in known:\n"
-                "            raise unknown_name_error(kind, name, flag)\n",
+                "    from fairseq._define_runtime.plugin_names import check_plugin_names, check_task_known\n\n"
+                "    check_plugin_names(usr_args)  # without the plugin: an error naming its --user-dir\n",
             ),
             # fairseq-validate has no default task: a KeyError on None without --task
             Edit(
                 "        from fairseq.tasks import TASK_REGISTRY\n\n"
                 "        TASK_REGISTRY[args.task].add_args(parser)\n",
                 "        from fairseq.tasks import TASK_REGISTRY\n\n"
-                "        if args.task not in TASK_REGISTRY:\n"
-                "            raise unknown_name_error(\"task\", args.task, \"--task\") if args.task else UserError(\n"
-                "                \"no --task: pass --task translation for a translation checkpoint, \"\n"
-                "                \"--task language_modeling (or the plugin's contiguous_lm) for a language model\"\n"
-                "            )\n"
-                "        TASK_REGISTRY[args.task].add_args(parser)  # (fairseq_define) known\n",
+                "        check_task_known(args.task)  # (fairseq_define) none, or unknown: one line\n"
+                "        TASK_REGISTRY[args.task].add_args(parser)\n",
             ),
         ),
     ),
@@ -123,31 +94,17 @@ PATCHES = (
         "--user-dir that does not exist or is not a plugin: a clear error",
         (
             Edit(
-                "                else:\n"
-                "                    raise FileNotFoundError(module_path)\n",
-                "                else:\n"
-                "                    from fairseq import UserError\n\n"
-                "                    raise UserError(\n"
-                '                        "--user-dir {} does not exist: point it at the plugin\'s "\n'
-                '                        "package folder (for fairseq-define: .../fairseq_define)".format(\n'
-                "                            args.user_dir\n"
-                "                        )\n"
-                "                    )\n"
-                "        if os.path.isdir(module_path) and not os.path.isfile(\n"
-                '            os.path.join(module_path, "__init__.py")\n'
-                "        ):  # (fairseq_define) it would import as an empty namespace package\n"
-                "            from fairseq import UserError\n\n"
-                '            inner = os.path.join(args.user_dir, "fairseq_define")\n'
-                "            raise UserError(\n"
-                '                "--user-dir {} is not a plugin (a Python package with an "\n'
-                '                "__init__.py): {}".format(\n'
-                "                    args.user_dir,\n"
-                '                    "did you mean {}?".format(inner)\n'
-                '                    if os.path.isfile(os.path.join(inner, "__init__.py"))\n'
-                '                    else "point it at the plugin\'s package folder (for fairseq-define: "\n'
-                '                    ".../fairseq_define)",\n'
-                "                )\n"
-                "            )\n",
+                "                    raise FileNotFoundError(module_path)\n\n"
+                "        # ensure that user modules are only imported once\n",
+                "                    raise user_dir_not_found(args.user_dir)  # (fairseq_define)\n\n"
+                "        check_user_dir(args.user_dir, module_path)  # (fairseq_define) no plugin\n"
+                "        # ensure that user modules are only imported once\n",
+            ),
+            Edit(
+                "from torch import Tensor\n\nif TYPE_CHECKING:\n",
+                "from torch import Tensor\n"
+                "from fairseq._define_runtime.plugin_names import check_user_dir, user_dir_not_found  # (fairseq_define)\n\n"
+                "if TYPE_CHECKING:\n",
             ),
         ),
     ),

@@ -1,66 +1,10 @@
 """fairseq-preprocess checks its input files (exist, UTF-8, line-aligned) and its --destdir
 before anything is written."""
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
 
-_PREPROCESS_CHECK_INPUTS = """def _check_inputs(args):
-    # (added by fairseq_define) before anything is written: every input file exists, is
-    # UTF-8, and a source file has as many lines as its target file
-    separate_tgt = not args.only_source and not args.joined_dictionary
-    if not args.trainpref and (not args.srcdict or (separate_tgt and not args.tgtdict)):
-        raise UserError(
-            "no --trainpref to build the dictionary from: give --trainpref, or existing "
-            "dictionaries with --srcdict{}".format(" and --tgtdict" if separate_tgt else "")
-        )
-    langs = [args.source_lang] + ([] if args.only_source else [args.target_lang])
-    prefixes = [args.trainpref] if args.trainpref else []
-    for pref in (args.validpref, args.testpref):
-        prefixes += pref.split(",") if pref else []
-    for prefix in prefixes:
-        counts = {}
-        for lang in langs:
-            path = _file_name(prefix, lang)
-            if not os.path.isfile(path):
-                raise UserError(
-                    "no such input file {}: check --trainpref/--validpref/--testpref and "
-                    "--source-lang/--target-lang (files are PREFIX.LANG)".format(path)
-                )
-            lines = 0
-            with open(path, "rb") as f:
-                for lines, line in enumerate(f, 1):
-                    try:
-                        line.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        raise UserError(
-                            "{} line {} is not UTF-8 ({}): convert the file to UTF-8 (e.g. "
-                            "iconv -f latin1 -t utf-8) or remove the line".format(path, lines, e.reason)
-                        ) from None
-            counts[path] = lines
-        if len(set(counts.values())) > 1:
-            (src, n_src), (tgt, n_tgt) = counts.items()
-            raise UserError(
-                "{} has {} lines but {} has {}: source and target files must be line-aligned "
-                "(one sentence pair per line); fix or re-extract them".format(src, n_src, tgt, n_tgt)
-            )
-    dicts = [(args.source_lang, args.srcdict)]
-    if not args.only_source:
-        dicts.append((args.target_lang, args.tgtdict))
-    for lang, given in dicts:
-        dict_path = _dict_path(lang, args.destdir)
-        if not given and os.path.exists(dict_path):
-            raise UserError(
-                "{} exists: --destdir already holds binarized data; choose a new --destdir, "
-                "or reuse the dictionary with --srcdict/--tgtdict".format(dict_path)
-            )
-
-
-def main(args):
-    # setup some basic things
-    utils.import_user_module(args)
-    _check_inputs(args)
-
-    os.makedirs(args.destdir, exist_ok=True)
-"""
+# The checks are runtime/preprocess_inputs.py (copied into fairseq), called first in main.
+COPIES = (CopiedModule("preprocess_inputs", "fairseq-preprocess's inputs checked before anything is written"),)
 
 PATCHES = (
     FilePatch(
@@ -68,14 +12,12 @@ PATCHES = (
         "fairseq_cli/preprocess.py",
         "check the input files (exist, UTF-8, aligned) before anything is written",
         (
-            Edit("from fairseq import options, tasks, utils\n", "from fairseq import UserError, options, tasks, utils\n"),
             Edit(
-                "def main(args):\n"
-                "    # setup some basic things\n"
+                "    utils.import_user_module(args)\n\n    os.makedirs(args.destdir, exist_ok=True)\n",
                 "    utils.import_user_module(args)\n"
-                "\n"
+                "    from fairseq._define_runtime.preprocess_inputs import check_inputs  # (fairseq_define)\n\n"
+                "    check_inputs(args, _file_name, _dict_path)  # before anything is written\n"
                 "    os.makedirs(args.destdir, exist_ok=True)\n",
-                _PREPROCESS_CHECK_INPUTS,
             ),
         ),
     ),

@@ -8,68 +8,25 @@ readers (``add_user_error_reader``) for fairseq's own exceptions that mean bad i
 the same hook prints their line. FAIRSEQ_DEFINE_TRACEBACK=1 shows the traceback instead.
 """
 
-from ..edits import Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch
 
-_USER_ERROR = """__all__ = ["pdb", "UserError"]
-
-
-class UserError(ValueError):
-    # (added by fairseq_define) bad input or settings; the message names the problem and the
-    # fix. fairseq's command-line tools print it as one line, PROG: error: MESSAGE, and exit
-    # non-zero (FAIRSEQ_DEFINE_TRACEBACK=1 shows the traceback).
-    pass
-
-
-_USER_ERROR_READERS = []
-
-
-def add_user_error_reader(reader):
-    # (added by fairseq_define) reader(exc) gives the one line for an exception that means
-    # bad input, or None; a plugin adds its readers, the hook below prints their line
-    if reader not in _USER_ERROR_READERS:
-        _USER_ERROR_READERS.append(reader)
-
-
-def user_error_line(exc):
-    # (added by fairseq_define) the line for a UserError or an exception a reader knows;
-    # None for a bug (a traceback)
-    if isinstance(exc, UserError):
-        return str(exc)
-    for reader in _USER_ERROR_READERS:
-        line = reader(exc)
-        if line is not None:
-            return line
-    return None
-
-
-def _print_user_errors(previous):
-    def hook(exc_type, exc, tb):
-        line = None if os.environ.get("FAIRSEQ_DEFINE_TRACEBACK") else user_error_line(exc)
-        if line is not None:
-            prog = os.path.basename(sys.argv[0]) if sys.argv else "fairseq"
-            sys.stderr.write("{}: error: {}\\n".format(prog, line))
-            sys.stderr.flush()
-            sys.stdout.flush()
-            import multiprocessing
-
-            for child in multiprocessing.active_children():  # the data loader's workers
-                child.terminate()
-            os._exit(1)  # now: a data loader thread still running made the shutdown abort
-        else:
-            previous(exc_type, exc, tb)
-
-    return hook
-
-
-if sys.argv and os.path.basename(sys.argv[0]).startswith("fairseq-"):
-    sys.excepthook = _print_user_errors(sys.excepthook)
-"""
+# The code is runtime/user_error.py (copied into fairseq); fairseq/__init__.py imports it
+# before any of its submodules, which raise the error.
+COPIES = (CopiedModule("user_error", "bad input: fairseq.UserError and the one excepthook"),)
 
 PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/__init__.py",
         "bad input: fairseq.UserError, one line from the command-line tools",
-        (Edit('__all__ = ["pdb"]\n', _USER_ERROR),),
+        (
+            Edit(
+                '__all__ = ["pdb"]\n',
+                '__all__ = ["pdb", "UserError"]\n\n'
+                "# (fairseq_define) one error type for bad input, one hook that prints it\n"
+                "from fairseq._define_runtime.user_error import *  # noqa: E402 F401 F403\n\n"
+                "install_user_error_hook()\n",
+            ),
+        ),
     ),
 )

@@ -1,0 +1,44 @@
+"""fairseq-generate / fairseq-interactive: --beam below 1 and an unusable --input get one line.
+
+--beam 0 failed mid-generation with a reshape RuntimeError; an --input that is a folder, a
+missing file or text that is not UTF-8 failed with a traceback from fileinput.
+fairseq/sequence_generator.py calls ``check_beam_size``; fairseq_cli/interactive.py reads its
+input through ``read_input_batches``.
+"""
+
+import fileinput
+import os
+
+from fairseq import UserError
+
+__all__ = ["check_beam_size", "read_input_batches"]
+
+
+def check_beam_size(beam_size):
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise UserError("--beam {} must be at least 1 (1 is greedy search)".format(beam_size))
+
+
+def read_input_batches(input, buffer_size):
+    """fairseq-interactive's buffered_read, checked: yields the full batches of stripped lines
+    of ``input`` (a file, or - for standard input) and returns the last, partial one."""
+    buffer = []
+    if input != "-" and not os.path.isfile(input):
+        raise UserError(
+            "--input {} is {}: give a text file, or - for standard input".format(
+                input, "a folder" if os.path.isdir(input) else "not an existing file"
+            )
+        )
+    with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:
+        try:
+            for src_str in h:
+                buffer.append(src_str.strip())
+                if len(buffer) >= buffer_size:
+                    yield buffer
+                    buffer = []
+        except UnicodeDecodeError as e:
+            raise UserError(
+                "--input {} is not UTF-8 text ({}): convert it to UTF-8 (e.g. iconv -f "
+                "latin1 -t utf-8)".format(input, e.reason)
+            ) from None
+    return buffer
