@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_define.errors import UserError, cli_error
 from fairseq_define.output_files import atomic_write, write_text
-from fairseq_define.tools.curves import plot_curves
+from fairseq_define.tools.curves import plot_points
 from fairseq_define.tools.result_records import checkpoint_params
 from fairseq_define.tools.train_log import parse_params, parse_updates, validation_curve
 
@@ -239,6 +239,14 @@ def best_per_family(arms: Sequence[Arm], results: Dict[str, dict], families: Seq
     return picks
 
 
+def recorded_seeds(arms: Sequence[Arm], chosen: Sequence[Arm], records: Path) -> List[Arm]:
+    """Second seeds recorded in ``records`` beyond those ``chosen`` now: a seed run when another
+    arm led on validation stays in the report (it is a result, whichever arm leads today)."""
+    taken = {a.id for a in chosen}
+    return [s for s in (a.with_seed(2) for a in arms if a.seed == 1)
+            if s.id not in taken and (records / f"{s.id}.json").is_file()]
+
+
 def each(items: Sequence, fn: Callable, jobs: int = 1, desc: str = "arms", name=str) -> List:
     """fn(item) for every item, JOBS at a time (threads waiting on the training subprocesses),
     results in the items' order; a tqdm bar counts the finished ones. The first error stops
@@ -423,18 +431,23 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
     pareto = out_dir / "params_vs_quality.png"
     pareto_plot(report, arms, results, pareto)
     written = [table, pareto]
-    runs = []
+    points = {}  # each arm's curve from its train log, else from its record (the log is not committed)
     for arm in arms:
         log = workdir / arm.id / "train.log"
-        if arm.id in results and log.is_file():
+        recorded = results.get(arm.id, {}).get("valid_curve") or {}
+        if arm.id not in results:
+            continue
+        if log.is_file():
             try:
-                validation_curve(str(log), curve_metric)
-            except UserError:
+                points[arm.id] = validation_curve(str(log), curve_metric)
                 continue
-            runs.append((arm.id, str(log)))
-    if runs:
+            except UserError:
+                pass
+        if recorded.get("metric") == curve_metric and recorded.get("points"):
+            points[arm.id] = [tuple(p) for p in recorded["points"]]
+    if points:
         curves = out_dir / "valid_curves.png"
-        plot_curves(runs, str(curves), metric=curve_metric, title=textwrap.fill(f"{report.title}: validation", 55),
+        plot_points(points, str(curves), metric=curve_metric, title=textwrap.fill(f"{report.title}: validation", 55),
                     overwrite=True)
         written.append(curves)
     return written

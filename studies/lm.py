@@ -13,6 +13,7 @@ from .common import (
     Report,
     base_parser,
     best_per_family,
+    recorded_seeds,
     corpus,
     lm_perplexity,
     main_wrapper,
@@ -88,6 +89,7 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
     results = run_arms(arms, workdir, run_one, budget, args.jobs, records, train)
     if not (args.no_second_seed or args.quick or args.arms):
         seeds = [a.with_seed(2) for a in best_per_family(arms, results, study.second_seed_families, "valid_ppl", False)]
+        seeds += recorded_seeds(arms, seeds, records)
         results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records, train))
         arms = list(arms) + seeds
     arms = [a for a in arms if a.id in results]

@@ -53,6 +53,7 @@ from fairseq_define.output_files import write_text
 from fairseq_define.tools.train_log import parse_updates
 
 from .common import (
+    recorded_seeds,
     Arm,
     WALL_FILE,
     Budget,
@@ -438,6 +439,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = run_arms(arms, workdir, run_one, budget, args.jobs, records, train)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
+        seeds += recorded_seeds(arms, seeds, records)
         results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records, train))
         arms = arms + seeds
     arms = [a for a in arms if a.id in results]

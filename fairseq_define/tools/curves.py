@@ -33,6 +33,13 @@ def plot_curves(runs: Sequence[Tuple[str, str]], output: str, metric: str = "val
         if label in curves:
             raise UserError(f"label {label!r} given twice; give each run its own label")
         curves[label] = validation_curve(path, metric)
+    plot_points(curves, output, metric, title, overwrite)
+    return curves
+
+
+def plot_points(curves: Dict[str, Sequence[Tuple[int, float]]], output: str, metric: str = "valid_ppl",
+                title: Optional[str] = None, overwrite: bool = False) -> None:
+    """The figure of plot_curves from points already read (label -> [(update, value)])."""
     fig = new_figure(*CURVES_INCHES)
     ax = fig.add_subplot(1, 1, 1)
     for label, points in curves.items():
@@ -47,4 +54,3 @@ def plot_curves(runs: Sequence[Tuple[str, str]], output: str, metric: str = "val
     ax.legend()
     fig.subplots_adjust(left=0.14, right=0.96, top=0.9, bottom=0.12)
     save_figure(fig, output, overwrite)
-    return curves
