@@ -6,10 +6,10 @@ usual setup shares one table between both sides and the output (--share-all-embe
 
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [--arms "A B"] [EXTRA_TEST_PREFIX ...]; --help)
-  Hardware:  2 CPU cores, no GPU. Default grid: 9 arms + 2 second seeds, 3,000 updates an arm of
+  Hardware:  2 CPU cores, no GPU. Default grid: 10 arms + 3 second seeds, 3,000 updates an arm of
              2,048 tokens (the largest budget --find-budget tried: budget.md), two arms at a
              time (--jobs 2), one thread each: about 30 minutes an arm at d = 128 on idle cores,
-             about 3 hours in all. Resumable: each finished arm is recorded in
+             about 3.5 hours in all. Resumable: each finished arm is recorded in
              docs/studies/nmt_multi30k/runs/ARM.json (committed), and a recorded arm is not
              trained again, on this machine or another.
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
@@ -24,8 +24,9 @@ usual setup shares one table between both sides and the output (--share-all-embe
              Transformer in the paper's baseline form (untied, a table per side) at d = 96 and
              128; DeFINE tied to its unit's outputs (tied_unit, shared) at n = d/4; projective in
              the paper's form at n = d/4; the shared Transformer at d = 96 and 128 and DeFINE tied
-             at n = d/4 (shared), the earlier grid's arms; a second seed for the best paper-form
-             DeFINE arm (val BLEU) and the untied Transformer nearest it in parameters.
+             at n = d/4 (shared), the earlier grid's arms; the authors' unit in the paper's form at
+             n = d/4; a second seed for the best paper-form DeFINE arm (val BLEU), the untied
+             Transformer nearest it in parameters and the projective map in the paper's form at its n.
              --grid full (about a day here): both Transformer forms at d = 64, 96, 128 and, at
              n = d/4 and d/2, the paper's unit in every output form, the authors' unit and
              projective untied and tied at n.

@@ -236,7 +236,8 @@ def test_nmt_deciding_grid_is_in_the_full_grid_and_holds_the_budget_arms():
     deciding, full = ([a.id for a in nmt.arms_for(nmt.WIDTHS, f)] for f in (False, True))
     assert deciding == ["define_paper_untied_d128_n32", "transformer_untied_d96", "define_paper_tiedunit_d128_n32",
                         "transformer_d128", "define_paper_untied_d128_n64", "projective_untied_d128_n32",
-                        "transformer_untied_d128", "transformer_d96", "define_paper_d128_n32"]
+                        "transformer_untied_d128", "transformer_d96", "define_paper_d128_n32",
+                        "define_authors_untied_d128_n32"]
     # per width: the Transformer in 2 forms; per n: the paper's unit in 3 output forms, authors' and projective in 2
     assert set(deciding) < set(full) and len(full) == 3 * (2 + 2 * (3 + 2 + 2))
     assert {"transformer_d64", "define_authors_untied_d64_n32", "projective_d128_n64"} <= set(full)
@@ -266,7 +267,20 @@ def test_nmt_second_seeds_take_the_best_paper_form_define_and_its_equal_size_tra
               "transformer_d96": define_total, "define_authors_untied_d128_n64": define_total}
     results = {a.id: {"metrics": {"valid_bleu": best.get(a.id, 1.0)}, "params": {"total": totals.get(a.id, 1.7)}}
                for a in arms}
-    assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [f"{rival}_s2", "define_authors_untied_d128_n64_s2"]
+    # and the projective map in the paper's form at the best arm's n: the factorization without the unit
+    assert [a.id for a in nmt.second_seeds(arms, results, 128)] == [f"{rival}_s2", "define_authors_untied_d128_n64_s2",
+                                                                     "projective_untied_d128_n64_s2"]
+
+
+def test_a_recorded_second_seed_stays_when_another_arm_now_leads(tmp_path):
+    from studies import nmt_multi30k as nmt
+    from studies.common import recorded_seeds
+
+    arms = nmt.arms_for(nmt.WIDTHS, False)
+    chosen = [a.with_seed(2) for a in arms if a.id == "define_authors_untied_d128_n32"]
+    (tmp_path / "define_paper_untied_d128_n32_s2.json").write_text("{}")
+    (tmp_path / "define_authors_untied_d128_n32_s2.json").write_text("{}")
+    assert [a.id for a in recorded_seeds(arms, chosen, tmp_path)] == ["define_paper_untied_d128_n32_s2"]
 
 
 @pytest.mark.parametrize("table, updates, words", [
