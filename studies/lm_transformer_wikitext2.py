@@ -31,8 +31,9 @@ baseline at the same n, and what does each save against a standard tied table?
              factor, untied: --define-output-layer untied).
   Expected:  as measured here (docs/studies.md), test ppl: DeFINE 307.8 at 5.17M vs
              projective 316.6 at 4.36M at n = 128 (seed 2: 306.9 vs 320.2), 348.3 vs 373.9 at
-             n = 64; fairseq's adaptive input 282.6 at 5.51M; the standard table 282.2 at
-             11.68M. 63 minutes for the eight runs with --jobs 2 on 2 idle cores.
+             n = 64; fairseq's adaptive input 282.6 at 5.51M (seed 2: 280.6); the standard table
+             282.2 at 11.68M; DeFINE at n = 128 with its own softmax at d 263.1 at 7.42M (seed 2:
+             263.8). About 100 minutes for the eleven runs with --jobs 2 on 2 idle cores.
   Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
              (Baevski & Auli 2019: transformer_lm_wiki103, 247M parameters, 18.7 test
              perplexity on WikiText-103). Table 2 (Transformer-XL, WikiText-103), test
