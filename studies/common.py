@@ -433,10 +433,10 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
     written = [table, pareto]
     points = {}  # each arm's curve from its train log, else from its record (the log is not committed)
     for arm in arms:
-        log = workdir / arm.id / "train.log"
-        recorded = results.get(arm.id, {}).get("valid_curve") or {}
         if arm.id not in results:
             continue
+        log = workdir / arm.id / "train.log"
+        recorded = results[arm.id].get("valid_curve") or {}
         if log.is_file():
             try:
                 points[arm.id] = validation_curve(str(log), curve_metric)

@@ -54,7 +54,6 @@ from fairseq_define.output_files import write_text
 from fairseq_define.tools.train_log import parse_updates
 
 from .common import (
-    recorded_seeds,
     Arm,
     WALL_FILE,
     Budget,
@@ -66,6 +65,7 @@ from .common import (
     main_wrapper,
     print_arms,
     record_arm,
+    recorded_seeds,
     resolve_dirs,
     run_arms,
     run_script,

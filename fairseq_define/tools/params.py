@@ -380,7 +380,7 @@ def architectures_markdown() -> str:
              "every `--define-*` setting and fairseq's own flags override a row's values.", ""]
     for model in sorted(m for m, cls in MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_define")):
         lines += [f"## `{model}`", "", "| `--arch` | what |", "|---|---|"]
-        for arch in sorted(a for a in ARCH_MODEL_INV_REGISTRY.get(model, []) if a != model or a in ARCH_CONFIG_REGISTRY):
+        for arch in sorted(ARCH_MODEL_INV_REGISTRY.get(model, [])):
             doc = " ".join((ARCH_CONFIG_REGISTRY[arch].__doc__ or "").split()).replace("|", "\\|")
             doc = doc or "the model at its defaults: every size from the command line"
             lines.append(f"| `{arch}` | {doc} |")
