@@ -24,16 +24,18 @@ files shrink to an import and a call:
   from this project (this package never imports it: fairseq may not import before the patch).
 
 ``edits.py`` holds the edit types, ``hashes.py`` the SHA-256 table, this module the
-mechanics. Every edit is an exact text replacement in a file whose whole content is
-recognised by its SHA-256 (the file as shipped, or the file as this module leaves it).
+mechanics. Every edit is a text change at an anchor that occurs once in a file whose whole
+content is recognised by its SHA-256 (the file as shipped, or the file as this module leaves
+it): a replacement, an inserted hook, or a span of fairseq's lines named by its first and last
+line (the hash pins the rest; ``--apply`` keeps such a file's shipped text for ``--revert``).
 Anything else is refused: a different fairseq/hydra version or a file someone edited by hand
 is never touched. A copied runtime module is recognised the same way (absent, or the content
 hashes.py names); one with other content is ours to repair (a copy left by another version of
 this patch): ``--apply`` replaces it. Writes are atomic (temporary file + rename), so an
 interrupted run leaves each file either original or patched; the runtime modules are written
 before the edits that import them and removed after those are reverted. Running ``--apply``
-again is a no-op; ``--check`` exits non-zero unless every file is patched; ``--revert``
-restores the shipped text and removes ``fairseq/_define_runtime/``.
+again is a no-op; ``--check`` exits non-zero unless every file is patched (and restorable);
+``--revert`` restores the shipped text and removes ``fairseq/_define_runtime/``.
 
 Usage::
 
@@ -56,12 +58,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import compat, fairseq_bugs, hardening
-from .edits import RUNTIME_PACKAGE, CopiedModule, Edit, FairseqPatchError, FilePatch, one_patch_per_file
+from .edits import (
+    RUNTIME_PACKAGE, SHIPPED_FOLDER, CopiedModule, Edit, FairseqPatchError, FilePatch, one_patch_per_file,
+)
 from .hashes import SHA256
 
 __all__ = [
     "APPLY_COMMAND", "COPIES", "CopiedModule", "Edit", "FairseqPatchError", "FilePatch",
-    "PATCHES", "SHA256", "apply",
+    "PATCHES", "SHA256", "apply", "shipped_copy",
     "apply_edits", "is_patched", "main", "require_patched_fairseq", "site_root", "statuses",
 ]
 
@@ -90,17 +94,46 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _once(text: str, what: str) -> int:
+    if text.count(what) != 1:
+        raise FairseqPatchError(f"expected exactly one occurrence of {what[:60]!r}, found {text.count(what)}")
+    return text.index(what)
+
+
+def _forward(text: str, edit: Edit) -> str:
+    at = _once(text, edit.old)
+    if edit.mode == "replace":
+        return text.replace(edit.old, edit.new)
+    if edit.mode == "span":
+        end = text.find(edit.through, at + len(edit.old))
+        if end < 0:
+            raise FairseqPatchError(f"no {edit.through[:60]!r} after {edit.old[:60]!r}")
+        return text[:at] + edit.new + text[end + len(edit.through):]
+    done = edit.old + edit.new if edit.mode == "after" else edit.new + edit.old
+    if done in text:
+        raise FairseqPatchError(f"already inserted: {edit.new[:60]!r}")
+    return text.replace(edit.old, done)
+
+
+def _backward(text: str, edit: Edit) -> str:
+    if edit.mode == "span":
+        raise FairseqPatchError(
+            f"the text an edit replaced from {edit.old[:60]!r} is fairseq's: only the shipped copy has it"
+        )
+    if edit.mode == "replace":
+        _once(text, edit.new)
+        return text.replace(edit.new, edit.old)
+    done = edit.old + edit.new if edit.mode == "after" else edit.new + edit.old
+    _once(text, done)
+    return text.replace(done, edit.old)
+
+
 def apply_edits(text: str, edits: Sequence[Edit], reverse: bool = False) -> str:
-    """Replace each edit's old text by its new text (or back, with ``reverse``). Each side
-    must occur exactly once, and never inside the other side, so that applying or reverting
-    can only succeed on the text it was written for."""
-    for edit in edits:
-        old, new = (edit.new, edit.old) if reverse else (edit.old, edit.new)
-        if text.count(old) != 1:
-            raise FairseqPatchError(
-                f"expected exactly one occurrence of {old[:60]!r}, found {text.count(old)}"
-            )
-        text = text.replace(old, new)
+    """Make each edit (or undo it, with ``reverse``). Each anchor must occur exactly once, and
+    never inside the new text, so that applying or reverting can only succeed on the text it
+    was written for. A span edit cannot be undone here (``_restore_shipped``)."""
+    for edit in reversed(edits) if reverse else edits:
+        text = _backward(text, edit) if reverse else _forward(text, edit)
     return text
 
 
@@ -121,12 +154,23 @@ def site_root(distribution: str) -> Path:
 class FileStatus:
     patch: Entry  # an edited file (FilePatch) or a copied runtime module (CopiedModule)
     path: Path
-    # "patched" | "original" | "unknown" | "missing" (an edited file);
+    # "patched" | "original" | "unknown" | "missing" | "unrestorable" (an edited file: patched,
+    # but the shipped copy its span edits need for --revert is gone);
     # "patched" | "original" (absent) | "stale" (other content: repaired) (a copied module)
     state: str
 
 
-def file_status(patch: Entry, root: Optional[Path] = None) -> FileStatus:
+def _has_spans(patch: Entry) -> bool:
+    return isinstance(patch, FilePatch) and not all(e.reversible for e in patch.edits)
+
+
+def shipped_copy(patch: FilePatch, roots: Optional[Dict[str, Path]] = None) -> Path:
+    """Where ``--apply`` keeps a file's shipped text when its edits cannot be undone from
+    their own text (span edits): inside the runtime folder, which is the patch's own."""
+    return _runtime_folder(roots) / SHIPPED_FOLDER / f"{patch.path}.shipped"
+
+
+def file_status(patch: Entry, root: Optional[Path] = None, roots: Optional[Dict[str, Path]] = None) -> FileStatus:
     path = (root or site_root(patch.distribution)) / patch.path
     if not path.is_file():
         absent = "original" if isinstance(patch, CopiedModule) else "missing"
@@ -134,11 +178,22 @@ def file_status(patch: Entry, root: Optional[Path] = None) -> FileStatus:
     digest = _sha256(path.read_text(encoding="utf-8"))
     if digest == patch.patched_sha256:
         state = "patched"
+        if _has_spans(patch) and _shipped_text(patch, roots) is None:
+            state = "unrestorable"  # patched by a version that kept no shipped copy
     elif digest == patch.original_sha256:
         state = "original"
     else:
         state = "stale" if isinstance(patch, CopiedModule) else "unknown"
     return FileStatus(patch, path, state)
+
+
+def _shipped_text(patch: FilePatch, roots: Optional[Dict[str, Path]]) -> Optional[str]:
+    """The kept shipped text, or None when it is missing or not the shipped file."""
+    copy = shipped_copy(patch, roots)
+    if not copy.is_file():
+        return None
+    text = copy.read_text(encoding="utf-8")
+    return text if _sha256(text) == patch.original_sha256 else None
 
 
 def check_versions() -> None:
@@ -173,19 +228,26 @@ def _write_atomically(path: Path, text: str, mode: Optional[int] = None) -> None
 
 def statuses(roots: Optional[Dict[str, Path]] = None) -> List[FileStatus]:
     """The copied runtime modules first, then the edited files: the order of --apply."""
-    return [file_status(p, (roots or {}).get(p.distribution)) for p in COPIES + PATCHES]
+    return [file_status(p, (roots or {}).get(p.distribution), roots) for p in COPIES + PATCHES]
 
 
 def _refuse_unknown(found: List[FileStatus]) -> None:
-    bad = [s for s in found if s.state in ("unknown", "missing")]
+    bad = [s for s in found if s.state in ("unknown", "missing", "unrestorable")]
     if bad:
-        lines = "\n".join(f"  {s.path}: {s.state} content" for s in bad)
+        lines = "\n".join(f"  {s.path}: {_STATE_LINES[s.state]}" for s in bad)
         raise FairseqPatchError(
             "refusing to patch: these files are neither the shipped originals of "
-            f"{_REINSTALL.replace(' ', ', ')} nor the patched versions:\n{lines}\n"
+            f"{_REINSTALL.replace(' ', ', ')} nor the patched versions this patch can undo:\n{lines}\n"
             f"Reinstall them (pip install --force-reinstall --no-deps {_REINSTALL}) and run "
             f"{APPLY_COMMAND} again."
         )
+
+
+_STATE_LINES = {
+    "unknown": "unknown content",
+    "missing": "missing content",
+    "unrestorable": "patched, but its shipped copy (kept for --revert) is missing",
+}
 
 
 def _runtime_folder(roots: Optional[Dict[str, Path]]) -> Path:
@@ -216,10 +278,31 @@ def _remove_leftovers(roots: Optional[Dict[str, Path]], reverse: bool) -> None:
         shutil.rmtree(folder)
         return
     ours = {Path(c.path).name for c in COPIES}
-    for leftover in folder.glob("*.py"):
-        if leftover.name not in ours:
-            leftover.unlink()
-            logger.info("removed %s (not part of this version of the patch)", leftover)
+    kept = {shipped_copy(p, roots) for p in PATCHES if _has_spans(p)}
+    leftovers = [f for f in folder.glob("*.py") if f.name not in ours]
+    leftovers += [f for f in (folder / SHIPPED_FOLDER).rglob("*.shipped") if f not in kept]
+    for leftover in leftovers:
+        leftover.unlink()
+        logger.info("removed %s (not part of this version of the patch)", leftover)
+
+
+def _edit_file(st: FileStatus, roots: Optional[Dict[str, Path]], reverse: bool) -> None:
+    text = st.path.read_text(encoding="utf-8")
+    if not reverse:
+        new_text = apply_edits(text, st.patch.edits)
+        if _has_spans(st.patch):  # kept before the file changes: --revert's only source
+            copy = shipped_copy(st.patch, roots)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(copy, text, mode=0o644)
+    elif _has_spans(st.patch):
+        new_text = _shipped_text(st.patch, roots)
+    else:
+        new_text = apply_edits(text, st.patch.edits, reverse=True)
+    want = st.patch.original_sha256 if reverse else st.patch.patched_sha256
+    if _sha256(new_text) != want:  # the edit table and the hashes disagree: a bug here
+        raise FairseqPatchError(f"{st.path}: edited text does not match the expected hash")
+    _write_atomically(st.path, new_text)
+    logger.info("%s %s (%s)", "restored" if reverse else "patched", st.path, st.patch.why)
 
 
 def apply(roots: Optional[Dict[str, Path]] = None, reverse: bool = False) -> List[FileStatus]:
@@ -235,14 +318,8 @@ def apply(roots: Optional[Dict[str, Path]] = None, reverse: bool = False) -> Lis
             continue
         if isinstance(st.patch, CopiedModule):
             _copy_module(st, reverse)
-            continue
-        text = st.path.read_text(encoding="utf-8")
-        new_text = apply_edits(text, st.patch.edits, reverse=reverse)
-        want = st.patch.original_sha256 if reverse else st.patch.patched_sha256
-        if _sha256(new_text) != want:  # the edit table and the hashes disagree: a bug here
-            raise FairseqPatchError(f"{st.path}: edited text does not match the expected hash")
-        _write_atomically(st.path, new_text)
-        logger.info("%s %s (%s)", "restored" if reverse else "patched", st.path, st.patch.why)
+        else:
+            _edit_file(st, roots, reverse)
     _remove_leftovers(roots, reverse)
     return statuses(roots)
 
@@ -273,21 +350,22 @@ def require_patched_fairseq() -> None:
 
 def _print_hashes() -> None:
     """Maintainers: the SHA256 table for the edits as they are now, read from the shipped
-    files or from files patched with the same edit table, and for the runtime modules."""
+    files (installed, or kept by --apply) and for the runtime modules."""
     for c in COPIES:
         sys.stdout.write(f'    "{c.path}": (\n        None,\n        "{_sha256(c.text())}",\n    ),\n')
     for p in PATCHES:
         text = (site_root(p.distribution) / p.path).read_text(encoding="utf-8")
-        results = []
-        for reverse in (False, True):
-            try:
-                results.append((reverse, apply_edits(text, p.edits, reverse=reverse)))
-            except FairseqPatchError:
-                pass
-        if len(results) != 1:
-            raise FairseqPatchError(f"{p.path}: cannot tell shipped from patched text; fix the edits")
-        if results[0][0]:
-            text = results[0][1]  # the file was patched: the shipped text is the reverted one
+        try:
+            apply_edits(text, p.edits)
+        except FairseqPatchError:  # patched: the shipped text is the kept copy or the reverted one
+            copy = shipped_copy(p)
+            if copy.is_file():
+                text = copy.read_text(encoding="utf-8")
+            else:
+                try:
+                    text = apply_edits(text, p.edits, reverse=True)
+                except FairseqPatchError:
+                    raise FairseqPatchError(f"{p.path}: neither shipped nor patched text; fix the edits") from None
         sys.stdout.write(
             f'    "{p.path}": (\n        "{_sha256(text)}",\n'
             f'        "{_sha256(apply_edits(text, p.edits))}",\n    ),\n'

@@ -14,12 +14,49 @@ class FairseqPatchError(RuntimeError):
 
 @dataclass(frozen=True)
 class Edit:
+    """One change to a file whose text occurs once in it (``old``, the anchor).
+
+    ``mode`` says what ``new`` does there: "replace" the anchor; insert right "after" or
+    "before" it (a hook: an import, a call); or, for "span", replace the text from the
+    anchor to the end of the first ``through`` after it: a run of fairseq's own lines that
+    this project need not hold, because the file's SHA-256 pins its whole text. A span
+    cannot be undone from its own text: ``--apply`` keeps the shipped file in
+    ``fairseq/_define_runtime/shipped/`` and ``--revert`` restores that copy."""
+
     old: str
     new: str
+    mode: str = "replace"
+    through: str = ""
 
     def __post_init__(self):
+        if self.mode not in ("replace", "after", "before", "span"):
+            raise ValueError(f"unknown edit mode {self.mode!r}")
+        if (self.mode == "span") != bool(self.through):
+            raise ValueError("a span edit, and only a span edit, names where it ends (through)")
         if self.old in self.new or self.new in self.old:
             raise ValueError(f"ambiguous edit: one side contains the other: {self.old[:60]!r}")
+        if self.through and self.through in self.new:
+            raise ValueError(f"ambiguous edit: its new text holds its end: {self.through[:60]!r}")
+
+    @property
+    def reversible(self) -> bool:
+        """Whether the shipped text can be rebuilt from the patched text and this edit."""
+        return self.mode != "span"
+
+
+def insert_after(anchor: str, text: str) -> Edit:
+    """Add ``text`` right after ``anchor``."""
+    return Edit(anchor, text, mode="after")
+
+
+def insert_before(anchor: str, text: str) -> Edit:
+    """Add ``text`` right before ``anchor``."""
+    return Edit(anchor, text, mode="before")
+
+
+def replace_span(first: str, through: str, new: str) -> Edit:
+    """Replace fairseq's text from ``first`` to the end of the first ``through`` after it."""
+    return Edit(first, new, mode="span", through=through)
 
 
 @dataclass(frozen=True)
@@ -42,6 +79,9 @@ class FilePatch:
 # nothing from this project at run time (uninstalling the plugin leaves it working)
 RUNTIME_PACKAGE = "fairseq/_define_runtime"
 RUNTIME_SOURCE = Path(__file__).resolve().parent / "runtime"
+# under the runtime folder: the shipped text of each file whose edits include a span, kept by
+# --apply for --revert (the project does not hold fairseq's replaced lines)
+SHIPPED_FOLDER = "shipped"
 
 
 @dataclass(frozen=True)

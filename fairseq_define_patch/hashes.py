@@ -25,7 +25,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/plugin_names.py": (
         None,
-        "5b47c187b3817ebce539356b972e04c315a4e8c1aaea95af9702bab0c1222a22",
+        "ade0009f520deabc13c5106f4dc550f0ac4ee22f17df15b7485e848198289f16",
     ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
-        "397944e9829cf29ab9c85845bf63e4ce0bf11007080f864553a8a6362c1e66bc",
+        "9b68654cc661b0f9c70926e8f5b67cad885e083ec459aa469656f6c0d1828b9e",
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
@@ -111,9 +111,29 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
         "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
     ),
+    "hydra/core/plugins.py": (
+        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
+        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
+    ),
+    "hydra/grammar/gen/OverrideLexer.py": (
+        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
+        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
+    ),
+    "antlr4/Lexer.py": (
+        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
+        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
+    ),
+    "antlr4/Parser.py": (
+        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
+        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
+    ),
+    "fairseq/models/wav2vec/wav2vec2_asr.py": (
+        "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
+        "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
+    ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
-        "a7d14bbdd4884df27fbb87fb7c9c09ac2c8960a4674e4a19773a6a63df64e3d3",
+        "a48c0d97cd5ac3710ef0f8447e09ae4b0d2fbfa7a638e44cc18ad4666ab9dade",
     ),
     "fairseq/modules/multihead_attention.py": (
         "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
@@ -129,7 +149,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "c32b5055941ab298d45715b640fd454d1a3f1dbce4a4d83226332845e11641d2",
+        "41020f520aadf27f2997625041b5f56cb3546727a072bb4540723636677dec91",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -137,7 +157,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/score.py": (
         "6db73958873e1d6d1d5a4b60cd6e04412e2cc151521e685046b16f212bbea741",
-        "0081cde90e7ea6709749ad8b38b521b6ac3b018da27fa9d2dbcea0fe5c7db0b4",
+        "1c59b488a39ab1018b8b66aeae2fecf69561ae99f725391b49a5c6c9ecbfb1d1",
     ),
     "fairseq/data/huffman/huffman_coder.py": (
         "e2ef64b75aece5f448b34f8bfd80bcfb83d2c1793a2ff5dcc6256bfaa427d61a",
@@ -145,7 +165,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "d2847d47b530830ff79ca1c119c4bb86df67b5cbb86d73f81acebb260e8bbf39",
+        "db42a0905d6f362751dbbf6fb0974d52c1fe13399d68dc059a890fd7abe01816",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -153,7 +173,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "80e69f060fadc0702a6817e5bd3bbc15def60e5b40e98800233490367c1a1444",
+        "5b9315c40c3e0c78836665d9168db099f4f5235d185175dd0d88ff267c25970e",
     ),
     "fairseq/tasks/text_to_speech.py": (
         "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",
@@ -161,15 +181,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/__init__.py": (
         "f542e0f2565e6701a3881a3d24ba277b5c07ba5b2451691c84ad5e8c4da01e04",
-        "0de669e282edd2713ebfab645b2d12d0520cd72470f6013b36564270be24cf01",
+        "b2a6fae3904ed717ca97c651f9a55a4d7553481b1400b69074fbc382131bc92f",
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
-        "cfa9aad778cd747165dd93bfc4eab8f65134dbbb598d6050ca15110dfdfbf2cc",
+        "6dc1c49ff78dbe93c9f5bb4fb83fbf74b79ca24cefb81d693c16ba7831da6397",
     ),
     "fairseq/tasks/__init__.py": (
         "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
-        "ba61361785300d84315efe2c687f27dadcfcd630aa147583ea08ec2cec827c77",
+        "71cbf457579dc4c6aa60d7964ffe000d4848a76dedf42b926258fb800588253f",
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
@@ -181,7 +201,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
+        "0cf13ec10bfaf5b827bfbee5ac05dff91aa2ef5aa70d15fe2224f2fb60d68668",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",
@@ -253,11 +273,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "a0d47cc71d23140a739bf9c2e2556b2060f8dd3ecb429a9c0c33c57cce25afa8",
+        "93f27928619f65f0bf3a32576abcbc1902d9af909904682507cf4130d21c6f2f",
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "4ca963026d5ca8d46f900b1afbe793da44c7c4b2023971c60b612b646bcafd66",
+        "97a41e8ce55636f8d428fefad44246c9ca904d6ff67fee74de9f7e5d65bc017d",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -293,23 +313,23 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "08482ab00737f860b4b1750509f79b3d6e9e46e7229dc06d1cf69aca754fa1d7",
+        "23bb283e08468d021317fbb9af151d07c488160d2de6d917f752608b74099251",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "46fe971ccf3b1eaf1337c0e144492c87bef7383a4c24494ef1c73f5052191dc2",
+        "1564bb81c4ea854e1a246a663894c3c6811725f26d1354da700d0b2d40e2f82b",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
-        "97c9719b2d416386a963d47b51dfae03713e8c301237a57df06eed038bf67646",
+        "847a59cf2932449fd2e331d4b49c160a8afa58c81848e486355633067cc0390f",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "e28766e212ac4ac59b28c0fd6ac48faafd9e10639789426128f955d572aba1fe",
+        "0d059fab7beaaa142cb9db10f25bc615f1d6b896d71801aa20aeda2670dfbd92",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
-        "d9ef6a1a3adc34d2513e0c2a7061311a9cabfb06c17c20ff2e92219142302771",
+        "cc39a931b8b71bdaaa1441a8a7a00a614389f4984f652bcf6598285832bea489",
     ),
     "fairseq/tasks/language_modeling.py": (
         "0abd24777c8224f72b9149e7d0da81f6aa4629b6c6a0d366ac9b9f8ea229f86a",
@@ -317,34 +337,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/tasks/translation.py": (
         "be1b575d8f33371e1e7ab3dab6ec345cb46db749273f977fe4bb75176249b43d",
-        "b10c1827a28453ee2a50562485955899d3830a8fc2dc5fe7ac3ab9062f6a5585",
+        "5364d8748a3d3df3cdcf08deba42bdda333a85091c699c6bd72604ab4bc91724",
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "43fb41ab9c28523e0f11931dfb04ae69df14516cbeb6550fa85053fef29d2aa9",
+        "7438e7df78f523bfa687ab41ee9fd2691be85550cd7e43f2e6d8948c157bf55d",
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
-    ),
-    "hydra/core/plugins.py": (
-        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
-        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
-    ),
-    "hydra/grammar/gen/OverrideLexer.py": (
-        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
-        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
-    ),
-    "antlr4/Lexer.py": (
-        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
-        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
-    ),
-    "antlr4/Parser.py": (
-        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
-        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
-    ),
-    "fairseq/models/wav2vec/wav2vec2_asr.py": (
-        "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
-        "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
     ),
 }

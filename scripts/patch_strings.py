@@ -4,8 +4,9 @@ The patch's logic belongs in ordinary modules (fairseq_define_patch/runtime/, co
 into fairseq), where it can be imported, linted and tested; what is left in strings is the
 text of its edits. This counts the lines of every string constant of five lines or more
 that is not a docstring (implicitly concatenated literals count as one constant), and the
-largest single edit (the lines of its new side). tests/test_fairseq_patch.py holds both to
-a bound.
+largest single edit: the lines it writes (an inserted hook, a replacement) and the lines of
+fairseq's text it matches (a span is matched by its first and last line only). tests/
+test_fairseq_patch.py holds both to a bound.
 
     python scripts/patch_strings.py [--all]
 """
@@ -52,7 +53,7 @@ def edit_sides() -> dict:
 
     edits = [(e, p.path) for p in fp.PATCHES for e in p.edits]
     new = [(e.new.count("\n"), path) for e, path in edits]
-    old = [(e.old.count("\n"), path) for e, path in edits]
+    old = [(e.old.count("\n") + e.through.count("\n"), path) for e, path in edits]
     return {"edits": len(edits), "new": sum(n for n, _ in new), "largest new": max(new),
             "old": sum(n for n, _ in old), "largest old": max(old)}
 

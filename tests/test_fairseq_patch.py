@@ -22,14 +22,14 @@ def test_installed_fairseq_is_patched():
 @pytest.fixture
 def pristine_copy(tmp_path):
     """The patched files copied to tmp roots and reverted there: a shipped fairseq."""
-    roots = {}
+    roots = {p.distribution: tmp_path / p.distribution for p in fp.PATCHES}
     for p in fp.PATCHES:
-        root = tmp_path / p.distribution
-        src = fp.site_root(p.distribution) / p.path
-        dst = root / p.path
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src, dst)
-        roots[p.distribution] = root
+        copies = [(fp.site_root(p.distribution) / p.path, roots[p.distribution] / p.path)]
+        if fp.shipped_copy(p).exists():  # what --revert restores a file with span edits from
+            copies.append((fp.shipped_copy(p), fp.shipped_copy(p, roots)))
+        for src, dst in copies:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst)
     fp.apply(roots, reverse=True)
     assert all(s.state == "original" for s in fp.statuses(roots))  # the runtime modules: absent
     return roots
@@ -228,18 +228,69 @@ def test_runtime_modules_import_nothing_of_this_project():
             assert not bad, f"{source.name}:{node.lineno} imports {bad}"
 
 
-def test_the_patch_holds_little_python_in_strings():
-    """Issue 44: logic lives in runtime/ modules, the edits of fairseq's files are hooks."""
+def test_the_patch_holds_no_python_in_strings():
+    """Issue 44: logic lives in runtime/ modules; the edits of fairseq's files are hooks of a
+    few lines, and fairseq's own lines they replace are named by their first and last line."""
     spec = importlib.util.spec_from_file_location("patch_strings", ROOT / "scripts" / "patch_strings.py")
     patch_strings = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(patch_strings)
-    total = sum(lines for lines, _ in patch_strings.string_blocks())
-    assert total <= STRING_LINES_BOUND, patch_strings.string_blocks()[:10]
+    assert patch_strings.string_blocks() == []  # no string constant of 5+ lines (1,537 once)
+    sides = patch_strings.edit_sides()
+    assert sides["largest new"][0] <= LARGEST_EDIT_LINES, sides["largest new"]
+    assert sides["largest old"][0] <= LARGEST_EDIT_LINES, sides["largest old"]
 
 
-# lines of Python held in string constants of 5+ lines (scripts/patch_strings.py): 1537 before
-# the runtime modules; lowered as fixes move there
-STRING_LINES_BOUND = 210
+# the lines of the largest text an edit writes into fairseq's files, or matches there
+LARGEST_EDIT_LINES = 4
+
+
+def _span_patch():
+    return next(p for p in fp.PATCHES if not all(e.reversible for e in p.edits))
+
+
+def test_span_edits_revert_from_the_shipped_copy(pristine_copy):
+    """A span's replaced lines are not held here: --apply keeps the shipped file, --revert
+    restores it; without that copy the file is "unrestorable" and nothing is touched."""
+    roots = pristine_copy
+    span = _span_patch()
+    shipped = (roots[span.distribution] / span.path).read_bytes()
+    fp.apply(roots)
+    assert fp.shipped_copy(span, roots).read_bytes() == shipped
+    fp.apply(roots, reverse=True)
+    assert (roots[span.distribution] / span.path).read_bytes() == shipped
+    assert not fp.shipped_copy(span, roots).exists()  # the runtime folder went whole
+    fp.apply(roots)
+    fp.shipped_copy(span, roots).write_text("not fairseq's text\n")
+    states = {s.patch.path: s.state for s in fp.statuses(roots)}
+    assert states[span.path] == "unrestorable"
+    with pytest.raises(fp.FairseqPatchError, match="shipped copy"):
+        fp.apply(roots, reverse=True)
+    assert (roots[span.distribution] / span.path).read_bytes() != shipped  # untouched
+
+
+@pytest.mark.parametrize("make, text, patched", [
+    (lambda: fp.edits.insert_after("a\n", "x\n"), "a\nb\n", "a\nx\nb\n"),
+    (lambda: fp.edits.insert_before("b\n", "x\n"), "a\nb\n", "a\nx\nb\n"),
+    (lambda: fp.edits.replace_span("b\n", "d\n", "x\n"), "a\nb\nc\nd\ne\nd\n", "a\nx\ne\nd\n"),
+    (lambda: fp.Edit("b\n", "x\n"), "a\nb\n", "a\nx\n"),
+])
+def test_edit_modes(make, text, patched):
+    edit = make()
+    assert fp.apply_edits(text, [edit]) == patched
+    with pytest.raises(fp.FairseqPatchError):
+        fp.apply_edits(patched, [edit])  # applied once only
+    if edit.reversible:
+        assert fp.apply_edits(patched, [edit], reverse=True) == text
+    else:
+        with pytest.raises(fp.FairseqPatchError, match="shipped copy"):
+            fp.apply_edits(patched, [edit], reverse=True)
+
+
+def test_a_span_must_end_and_must_not_rewrite_its_end():
+    with pytest.raises(fp.FairseqPatchError, match="no 'z"):
+        fp.apply_edits("a\nb\n", [fp.edits.replace_span("a\n", "z\n", "x\n")])
+    with pytest.raises(ValueError, match="holds its end"):
+        fp.edits.replace_span("a\n", "b\n", "x\nb\n")
 
 
 def test_a_patched_fairseq_needs_nothing_from_this_project(tmp_path):

@@ -10,12 +10,7 @@ PATCHES = (
         (
             Edit(
                 "print(sacrebleu.corpus_bleu(fdsys, [fdref]).format())",
-                "print(\n"
-                "                    sacrebleu.corpus_bleu(\n"
-                '                        [line.rstrip("\\n") for line in fdsys],\n'
-                '                        [[line.rstrip("\\n") for line in fdref]],\n'
-                "                    ).format()\n"
-                "                )",
+                'print(sacrebleu.corpus_bleu([s.rstrip("\\n") for s in fdsys], [[s.rstrip("\\n") for s in fdref]]).format())',
             ),
         ),
     ),

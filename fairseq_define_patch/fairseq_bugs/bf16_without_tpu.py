@@ -28,16 +28,9 @@ PATCHES = (
         "--bf16 means --tpu only where torch_xla is importable; bad precision combinations",
         (
             Edit(
-                "    args.tpu = getattr(args, \"tpu\", False)\n"
-                "    args.bf16 = getattr(args, \"bf16\", False)\n"
-                "    if args.bf16:\n"
-                "        args.tpu = True\n"
-                "    if args.tpu and args.fp16:\n",
-                "    args.tpu = getattr(args, \"tpu\", False)\n"
-                "    args.bf16 = getattr(args, \"bf16\", False)\n"
-                "    from fairseq._define_runtime.bf16_devices import settle_bf16\n\n"
-                "    settle_bf16(args)  # (fairseq_define) --tpu only where torch_xla is\n"
-                "    if args.tpu and args.fp16:\n",
+                "    if args.bf16:\n        args.tpu = True\n",
+                "    from fairseq._define_runtime.bf16_devices import settle_bf16  # (fairseq_define)\n"
+                "    settle_bf16(args)  # --tpu only where torch_xla is\n",
             ),
         ),
     ),

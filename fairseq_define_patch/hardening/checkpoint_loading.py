@@ -5,7 +5,7 @@ converted; a folder, a missing --restore-file or a state_dict that is no checkpo
 line, and so does a resumed checkpoint that does not fit the model: the settings that differ
 (docs/checkpoints.md)."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, replace_span
 
 # The code is in runtime/ (copied into fairseq as fairseq/_define_runtime/): the allow-list,
 # the bounded loader and its checks, the inspection behind a refusal, the trainer's line for a
@@ -76,10 +76,8 @@ PATCHES = (
         (
             Edit(
                 '        obj = torch.load(buffer, map_location="cpu")\n',
-                "        from fairseq.checkpoint_utils import safe_torch_load\n\n"
-                "        obj = safe_torch_load(\n"
-                '            buffer, map_location="cpu", extra_globals=[_TensorPlaceholder]\n'
-                "        )\n",
+                "        from fairseq.checkpoint_utils import safe_torch_load  # (fairseq_define)\n"
+                '        obj = safe_torch_load(buffer, map_location="cpu", extra_globals=[_TensorPlaceholder])\n',
             ),
         ),
     ),
@@ -88,20 +86,14 @@ PATCHES = (
         "fairseq/trainer.py",
         "a resumed checkpoint that does not fit the model: the settings that differ, in one line",
         (
-            Edit(
-                "from fairseq.optim import lr_scheduler\nfrom fairseq.utils import safe_hasattr\n",
-                "from fairseq.optim import lr_scheduler\n"
-                "from fairseq._define_runtime.checkpoint_misfit import checkpoint_misfit  # (fairseq_define)\n"
-                "from fairseq.utils import safe_hasattr\n",
+            insert_after(
+                "from fairseq.optim import lr_scheduler\n",
+                "from fairseq._define_runtime.checkpoint_misfit import checkpoint_misfit  # (fairseq_define)\n",
             ),
-            Edit(
-                "            except Exception:\n"
-                "                raise Exception(\n"
-                '                    "Cannot load model parameters from checkpoint {}; "\n'
-                '                    "please ensure that the architectures match.".format(filename)\n'
-                "                )\n",
-                "            except Exception as e:  # (fairseq_define) one line that names what differs\n"
-                "                raise checkpoint_misfit(filename, state, self.cfg.model, e)\n",
+            replace_span(  # one line that names what differs
+                '                raise Exception(\n                    "Cannot load model parameters from checkpoint {}; "\n',
+                '.format(filename)\n                )\n',
+                "                raise checkpoint_misfit(filename, state, self.cfg.model, sys.exc_info()[1])  # (fairseq_define)\n",
             ),
         ),
     ),

@@ -1,18 +1,16 @@
 """Checkpoint writes are atomic: a fresh temporary file next to the destination, moved over it
 in one step; a full disk or an unusable --save-dir gets one line."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, replace_span
 
 # The writes are runtime/checkpoint_writes.py (copied into fairseq); checkpoint_utils calls
 # them where it wrote, copied and checked the folder.
 COPIES = (CopiedModule("checkpoint_writes", "atomic checkpoint saves and copies; an unusable --save-dir"),)
 
 _PERSISTENT_SAVE_EDITS = (
-    Edit(
-        "from fairseq.file_io import PathManager\nfrom fairseq.models import",
-        "from fairseq.file_io import PathManager\n"
-        "from fairseq._define_runtime.checkpoint_writes import *  # noqa: F401 F403  (fairseq_define)\n"
-        "from fairseq.models import",
+    insert_after(
+        "from fairseq.file_io import PathManager\n",
+        "from fairseq._define_runtime.checkpoint_writes import *  # noqa: F401 F403  (fairseq_define)\n",
     ),
     Edit(
         "            # do atomic save\n"
@@ -22,14 +20,9 @@ _PERSISTENT_SAVE_EDITS = (
         "            # atomic save through a fresh temporary file (fairseq_define)\n"
         "            _write_atomically(filename, lambda f, _: _torch_persistent_save(obj, f))\n",
     ),
-    Edit(
-        "    for i in range(3):\n"
-        "        try:\n"
-        "            return torch.save(obj, f)\n"
-        "        except Exception:\n"
-        "            if i == 2:\n"
-        "                logger.error(traceback.format_exc())\n"
-        "                raise\n",
+    replace_span(
+        "    for i in range(3):\n",
+        "                logger.error(traceback.format_exc())\n                raise\n",
         "    return save_with_retries(obj, f)  # (fairseq_define) each retry on an empty file\n",
     ),
 )
@@ -53,22 +46,9 @@ PATCHES = (
         + _PERSISTENT_SAVE_EDITS
         + (
             # an unusable --save-dir: a clear error instead of a traceback
-            Edit(
-                "def verify_checkpoint_directory(save_dir: str) -> None:\n"
-                "    if not os.path.exists(save_dir):\n"
-                "        os.makedirs(save_dir, exist_ok=True)\n"
-                '    temp_file_path = os.path.join(save_dir, "dummy")\n'
-                "    try:\n"
-                '        with open(temp_file_path, "w"):\n'
-                "            pass\n"
-                "    except OSError as e:\n"
-                "        logger.warning(\n"
-                '            "Unable to access checkpoint save directory: {}".format(save_dir)\n'
-                "        )\n"
-                "        raise e\n"
-                "    else:\n"
-                "        os.remove(temp_file_path)\n",
-                "def verify_checkpoint_directory(save_dir: str) -> None:\n"
+            replace_span(
+                "    if not os.path.exists(save_dir):\n        os.makedirs(save_dir, exist_ok=True)\n",
+                "    else:\n        os.remove(temp_file_path)\n",
                 "    check_save_dir(save_dir)  # (fairseq_define) one line for an unusable folder\n",
             ),
         ),

@@ -4,7 +4,7 @@ config value bind the name ``eval`` to it (docs/checkpoints.md lists the sites).
 
 from typing import Tuple
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_before
 
 # The parser is runtime/config_literals.py (copied into fairseq); fairseq/utils.py imports it
 # beside its eval_str_* helpers, which call it instead of eval.
@@ -56,11 +56,10 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
         (
             # before the helpers that use it; fairseq.utils.parse_config_literal is what the
             # other modules bind ``eval`` to (fairseq/__init__.py defines UserError first)
-            Edit(
-                'def csv_str_list(x):\n    return x.split(",")\n\n\ndef eval_str_list(',
-                'def csv_str_list(x):\n    return x.split(",")\n\n\n'
+            insert_before(
+                "def eval_str_list(",
                 "from fairseq._define_runtime.config_literals import ConfigLiteralError, parse_config_literal  # noqa: E402\n"
-                "\n\ndef eval_str_list(",
+                "\n\n",
             ),
             Edit("        x = eval(x)\n    try:\n", "        x = parse_config_literal(x)\n    try:\n"),
             Edit("        x = eval(x)\n    return x\n", "        x = parse_config_literal(x)\n    return x\n"),

@@ -2,7 +2,7 @@
 dictionary, or data of the other kind (language model vs translation) gets one line when
 the split loads, not a failure mid-training."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before, replace_span
 
 # The checks are runtime/dataset_files.py (copied into fairseq); each edit calls one where
 # fairseq reads the file or the folder.
@@ -18,15 +18,10 @@ PATCHES = (
         (
             # token ids beyond the dictionary (a damaged .bin, or data binarized with another
             # dictionary) failed deep inside the model, after training had started
-            Edit(
-                "        if dataset is None:\n"
-                "            break\n"
+            insert_before(
                 '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
-                "        if dataset is None:\n"
-                "            break\n"
-                + "        " + _IMPORT.format("check_token_ids")
-                + "\n        check_token_ids(dataset, dictionary, path_k)  # every id names an entry\n"
-                '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
+                "        " + _IMPORT.format("check_token_ids")
+                + "        check_token_ids(dataset, dictionary, path_k)  # every id names an entry\n",
             ),
         ),
     ),
@@ -36,13 +31,8 @@ PATCHES = (
         "an empty, truncated or damaged dataset file: a clear error, not a second one in __del__",
         (
             Edit(
-                "            elif magic == HuffmanMMapIndex._HDR_MAGIC[:8]:\n"
-                '                return "huffman"\n'
-                "            else:\n"
-                "                return None\n",
-                "            elif magic == HuffmanMMapIndex._HDR_MAGIC[:8]:\n"
-                '                return "huffman"\n'
-                "            else:\n"
+                '                return "huffman"\n            else:\n                return None\n',
+                '                return "huffman"\n            else:\n'
                 "                raise not_an_index(index_file_path(path), magic)  # (fairseq_define)\n",
             ),
             Edit(
@@ -53,26 +43,16 @@ PATCHES = (
                 "                if self._HDR_MAGIC != magic_test:\n"
                 "                    raise bad_mmap_index(path)  # (fairseq_define)\n",
             ),
+            # what __init__ opened, released only if it got that far
             Edit(
-                "        def __del__(self):\n"
-                "            self._bin_buffer_mmap._mmap.close()\n"
+                "        def __del__(self):\n            self._bin_buffer_mmap._mmap.close()\n"
                 "            del self._bin_buffer_mmap\n",
-                "        def __del__(self):\n"
-                "            if hasattr(self, \"_bin_buffer_mmap\"):  # not set if opening failed\n"
-                "                self._bin_buffer_mmap._mmap.close()\n"
-                "                del self._bin_buffer_mmap\n",
+                '        def __del__(self):\n            release_mmap(self, "_bin_buffer_mmap")  # (fairseq_define)\n',
             ),
             Edit(
-                "    def __del__(self):\n"
-                "        self._bin_buffer_mmap._mmap.close()\n"
-                "        del self._bin_buffer_mmap\n"
-                "        del self._index\n",
-                "    def __del__(self):\n"
-                "        if hasattr(self, \"_bin_buffer_mmap\"):  # not set if opening failed\n"
-                "            self._bin_buffer_mmap._mmap.close()\n"
-                "            del self._bin_buffer_mmap\n"
-                "        if hasattr(self, \"_index\"):\n"
-                "            del self._index\n",
+                "    def __del__(self):\n        self._bin_buffer_mmap._mmap.close()\n"
+                "        del self._bin_buffer_mmap\n        del self._index\n",
+                '    def __del__(self):\n        release_mmap(self, "_bin_buffer_mmap", "_index")  # (fairseq_define)\n',
             ),
         ),
     ),
@@ -95,13 +75,11 @@ PATCHES = (
         "language-model data given to a translation command: say so",
         (
             Edit(
-                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
                 "            raise Exception(\n"
                 '                "Could not infer language pair, please provide it explicitly"\n'
                 "            )\n",
-                "        if cfg.source_lang is None or cfg.target_lang is None:\n"
-                "            " + _IMPORT.format("language_pair_error") + "\n"
-                "            raise language_pair_error(paths[0])\n",
+                "            " + _IMPORT.format("language_pair_error")
+                + "            raise language_pair_error(paths[0])\n",
             ),
         ),
     ),
@@ -113,40 +91,22 @@ PATCHES = (
         "fairseq/data/indexed_dataset.py",
         "the whole index checked against its header and the data file's length",
         (
-            Edit(
-                '                version = struct.unpack("<Q", stream.read(8))\n'
-                "                assert (1,) == version\n"
-                "\n"
-                '                (dtype_code,) = struct.unpack("<B", stream.read(1))\n'
-                "                self._dtype = _code_to_dtype[dtype_code]\n"
-                "                self._dtype_size = self._dtype().itemsize\n"
-                "\n"
-                '                self._len = struct.unpack("<Q", stream.read(8))[0]\n'
-                "                offset = stream.tell()\n",
-                "                self._dtype, self._len = read_index_header(  # (fairseq_define) checked\n"
-                "                    stream, path, _code_to_dtype\n"
-                "                )\n"
-                "                self._dtype_size = self._dtype().itemsize\n"
-                "                offset = stream.tell()\n",
+            replace_span(
+                '                version = struct.unpack("<Q", stream.read(8))\n',
+                '                self._len = struct.unpack("<Q", stream.read(8))[0]\n',
+                "                self._dtype, self._len = read_index_header(stream, path, _code_to_dtype)\n"
+                "                self._dtype_size = self._dtype().itemsize  # (fairseq_define) checked\n",
             ),
-            Edit(
-                "        self._bin_buffer_mmap = np.memmap(\n"
+            insert_after(
                 '            data_file_path(self._path), mode="r", order="C"\n'
-                "        )\n"
-                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)\n",
-                "        self._bin_buffer_mmap = np.memmap(\n"
-                '            data_file_path(self._path), mode="r", order="C"\n'
-                "        )\n"
-                "        self._bin_buffer = memoryview(self._bin_buffer_mmap)  # checked whole:\n"
-                "        check_data_matches_index(  # (fairseq_define)\n"
+                "        )\n        self._bin_buffer = memoryview(self._bin_buffer_mmap)\n",
+                "        check_data_matches_index(  # (fairseq_define) checked whole\n"
                 "            self._index, index_file_path(self._path), data_file_path(self._path), self._bin_buffer\n"
                 "        )\n",
             ),
-            Edit(
-                "import struct\nfrom functools import lru_cache\n",
-                "import struct\n"
-                "from fairseq._define_runtime.dataset_files import *  # noqa: F401 F403  (fairseq_define)\n"
-                "from functools import lru_cache\n",
+            insert_after(
+                "import struct\n",
+                "from fairseq._define_runtime.dataset_files import *  # noqa: F401 F403  (fairseq_define)\n",
             ),
         ),
     ),

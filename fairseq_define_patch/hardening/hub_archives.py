@@ -1,7 +1,7 @@
 """from_pretrained with an archive: only files and folders under the destination, bounded in
 size and count; the user's archive is kept and the temporary copy removed."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after
 
 # The checks and the extraction are runtime/hub_archives.py (copied into fairseq);
 # load_archive_file calls them.
@@ -13,22 +13,13 @@ PATCHES = (
         "fairseq/file_utils.py",
         "hub archives: only files and folders under the destination; the archive is kept",
         (
-            Edit(
-                "import tarfile\nimport tempfile\n",
-                "import tarfile\n"
-                "from fairseq._define_runtime.hub_archives import *  # noqa: F401 F403  (fairseq_define)\n"
-                "import tempfile\n",
+            insert_after(
+                "import tarfile\n",
+                "from fairseq._define_runtime.hub_archives import *  # noqa: F401 F403  (fairseq_define)\n",
             ),
             Edit(
-                "                archive_file,\n"
-                "                archive_file,\n"
-                "            )\n"
-                "        )\n"
-                "        return None\n",
-                "                archive_file,\n"
-                "                archive_file,\n"
-                "            )\n"
-                "        )\n"
+                "                archive_file,\n            )\n        )\n        return None\n",
+                "                archive_file,\n            )\n        )\n"
                 "        raise archive_not_found(archive_file)  # (fairseq_define) not None: a TypeError later\n",
             ),
             Edit(

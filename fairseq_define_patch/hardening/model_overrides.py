@@ -1,14 +1,14 @@
 """--model-overrides: parsed as plain data, checked by name against the checkpoint's config
 and model; a model option the stored config lacks is set, not dropped."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before
 
 # The code is runtime/model_overrides.py (copied into fairseq): checkpoint_utils sets a missing
 # model option where it applies the overrides; each tool checks the names after loading.
 COPIES = (CopiedModule("model_overrides", "--model-overrides checked by name; missing model options set"),)
 
 _CHECK_OVERRIDES_CALL = (
-    "    from fairseq._define_runtime.model_overrides import check_model_overrides  # (fairseq_define)\n\n"
+    "    from fairseq._define_runtime.model_overrides import check_model_overrides  # (fairseq_define)\n"
     "    check_model_overrides({}, {})\n"
 )
 
@@ -21,8 +21,7 @@ _PARSE_OVERRIDES = Edit(
 
 def _check_overrides_after(anchor, overrides, cfg):
     """The check, inserted after load_model_ensemble's call, before ``anchor``."""
-    shards = "        num_shards=cfg.checkpoint.checkpoint_shard_count,\n    )\n"
-    return Edit(shards + "\n" + anchor, shards + _CHECK_OVERRIDES_CALL.format(overrides, cfg) + "\n" + anchor)
+    return insert_before("\n" + anchor, _CHECK_OVERRIDES_CALL.format(overrides, cfg))
 
 
 PATCHES = (
@@ -31,11 +30,9 @@ PATCHES = (
         "fairseq/checkpoint_utils.py",
         "--model-overrides: a model option the stored config lacks is set, an unknown name refused",
         (
-            Edit(
-                "from fairseq.models import FairseqDecoder, FairseqEncoder\nfrom omegaconf import",
-                "from fairseq.models import FairseqDecoder, FairseqEncoder\n"
-                "from fairseq._define_runtime.model_overrides import _set_missing_model_options  # (fairseq_define)\n"
-                "from omegaconf import",
+            insert_after(
+                "from fairseq.models import FairseqDecoder, FairseqEncoder\n",
+                "from fairseq._define_runtime.model_overrides import _set_missing_model_options  # (fairseq_define)\n",
             ),
             Edit(
                 '            overwrite_args_by_name(state["cfg"], arg_overrides)\n\n',
@@ -76,17 +73,7 @@ PATCHES = (
                 "        [cfg.common_eval.path],\n"
                 "        arg_overrides=overrides,\n",
             ),
-            Edit(
-                "        task=task,\n"
-                "    )\n"
-                "\n"
-                "    use_fp16 = cfg.common.fp16\n",
-                "        task=task,\n"
-                "    )\n"
-                + _CHECK_OVERRIDES_CALL.format("overrides", "model_args")
-                + "\n"
-                "    use_fp16 = cfg.common.fp16\n",
-            ),
+            insert_before("\n    use_fp16 = cfg.common.fp16\n", _CHECK_OVERRIDES_CALL.format("overrides", "model_args")),
         ),
     ),
     FilePatch(
@@ -95,25 +82,12 @@ PATCHES = (
         "--model-overrides checked by name",
         (
             Edit(
-                "        overrides = vars(override_args)\n"
                 '        overrides.update(eval(getattr(override_args, "model_overrides", "{}")))\n'
-                "    else:\n"
-                "        overrides = None\n",
-                "        overrides = vars(override_args)\n"
+                "    else:\n        overrides = None\n",
                 '        user_overrides = eval(getattr(override_args, "model_overrides", "{}"))\n'
-                "        overrides.update(user_overrides)\n"
-                "    else:\n"
-                "        overrides = user_overrides = None\n",
+                "        overrides.update(user_overrides)\n    else:\n        overrides = user_overrides = None\n",
             ),
-            Edit(
-                "        suffix=cfg.checkpoint.checkpoint_suffix,\n"
-                "    )\n"
-                "    model = models[0]\n",
-                "        suffix=cfg.checkpoint.checkpoint_suffix,\n"
-                "    )\n"
-                + _CHECK_OVERRIDES_CALL.format("user_overrides", "saved_cfg")
-                + "    model = models[0]\n",
-            ),
+            insert_before("    model = models[0]\n", _CHECK_OVERRIDES_CALL.format("user_overrides", "saved_cfg")),
         ),
     ),
 )

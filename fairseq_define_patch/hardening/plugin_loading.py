@@ -6,7 +6,7 @@ IndexError, a KeyError or an assertion. fairseq knows the fairseq-define plugin'
 loaded when this message is needed, so it cannot tell fairseq its names itself.
 """
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before, replace_span
 
 # The code is runtime/plugin_names.py (copied into fairseq); each edit calls it where fairseq
 # reads the name or the folder.
@@ -18,11 +18,9 @@ PATCHES = (
         "fairseq/__init__.py",
         "a plugin's name without the plugin: the error names its --user-dir",
         (
-            Edit(
-                'sys.modules["fairseq.progress_bar"] = progress_bar\n\n# initialize hydra\n',
-                'sys.modules["fairseq.progress_bar"] = progress_bar\n\n'
-                "from fairseq._define_runtime.plugin_names import *  # noqa: E402 F401 F403  (fairseq_define)\n\n"
+            insert_before(
                 "# initialize hydra\n",
+                "from fairseq._define_runtime.plugin_names import *  # noqa: E402 F401 F403  (fairseq_define)\n",
             ),
         ),
     ),
@@ -31,14 +29,10 @@ PATCHES = (
         "fairseq/models/__init__.py",
         "an unknown architecture (a plugin not loaded): a clear error, not an IndexError",
         (
-            Edit(
-                "    assert model is not None, (\n"
-                '        f"Could not infer model type from {cfg}. "\n'
-                '        "Available models: {}".format(MODEL_DATACLASS_REGISTRY.keys())\n'
-                '        + f" Requested model type: {model_type}"\n'
-                "    )\n",
-                "    if model is None:\n"
-                "        from fairseq import unknown_name_error\n\n"
+            replace_span(
+                "    assert model is not None, (\n",
+                '        + f" Requested model type: {model_type}"\n    )\n',
+                "    if model is None:  # (fairseq_define)\n        from fairseq import unknown_name_error\n"
                 '        raise unknown_name_error("model architecture", model_type, "--arch")\n',
             ),
         ),
@@ -52,13 +46,10 @@ PATCHES = (
                 "        # legacy tasks\n        task = TASK_REGISTRY[task_name]\n",
                 "        # legacy tasks\n        task = TASK_REGISTRY.get(task_name)  # None: reported below\n",
             ),
-            Edit(
-                "    assert (\n"
-                "        task is not None\n"
-                '    ), f"Could not infer task type from {cfg}. Available argparse tasks: '
-                '{TASK_REGISTRY.keys()}. Available hydra tasks: {TASK_DATACLASS_REGISTRY.keys()}"\n',
-                "    if task is None:\n"
-                "        from fairseq import unknown_name_error\n\n"
+            replace_span(
+                "    assert (\n        task is not None\n",
+                "Available hydra tasks: {TASK_DATACLASS_REGISTRY.keys()}\"\n",
+                "    if task is None:  # (fairseq_define)\n        from fairseq import unknown_name_error\n"
                 '        raise unknown_name_error("task", task_name, "--task")\n',
             ),
         ),
@@ -71,12 +62,11 @@ PATCHES = (
             Edit(
                 "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
                 "    utils.import_user_module(usr_args)\n",
-                "    usr_parser.add_argument(\"--arch\", default=None)\n"
-                "    usr_parser.add_argument(\"--task\", default=None)\n"
-                "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
-                "    utils.import_user_module(usr_args)  # (fairseq_define) then: a plugin's name\n"
-                "    from fairseq._define_runtime.plugin_names import check_plugin_names, check_task_known\n\n"
-                "    check_plugin_names(usr_args)  # without the plugin: an error naming its --user-dir\n",
+                "    usr_args = import_plugin_and_check_names(usr_parser, input_args)  # (fairseq_define)\n",
+            ),
+            insert_after(
+                "from fairseq.utils import csv_str_list, eval_bool, eval_str_dict, eval_str_list  # noqa\n",
+                "from fairseq._define_runtime.plugin_names import check_task_known, import_plugin_and_check_names\n",
             ),
             # fairseq-validate has no default task: a KeyError on None without --task
             Edit(

@@ -15,7 +15,7 @@ PATCHES = (
             Edit(
                 "    utils.import_user_module(args)\n\n    os.makedirs(args.destdir, exist_ok=True)\n",
                 "    utils.import_user_module(args)\n"
-                "    from fairseq._define_runtime.preprocess_inputs import check_inputs  # (fairseq_define)\n\n"
+                "    from fairseq._define_runtime.preprocess_inputs import check_inputs  # (fairseq_define)\n"
                 "    check_inputs(args, _file_name, _dict_path)  # before anything is written\n"
                 "    os.makedirs(args.destdir, exist_ok=True)\n",
             ),

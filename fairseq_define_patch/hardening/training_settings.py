@@ -42,8 +42,8 @@ PATCHES = (
             Edit(
                 "    cfg = convert_namespace_to_omegaconf(args)\n\n    if cfg.common.use_plasma_view:\n",
                 "    cfg = convert_namespace_to_omegaconf(args)\n"
-                "    from fairseq._define_runtime.training_settings import check_training_numbers\n\n"
-                "    check_training_numbers(cfg)  # (fairseq_define) before any worker starts\n"
+                "    from fairseq._define_runtime.training_settings import check_training_numbers  # (fairseq_define)\n"
+                "    check_training_numbers(cfg)  # before any worker starts\n"
                 "    if cfg.common.use_plasma_view:\n",
             ),
         ),

@@ -22,9 +22,8 @@ PATCHES = (
         (
             Edit(
                 '__all__ = ["pdb"]\n',
-                '__all__ = ["pdb", "UserError"]\n\n'
-                "# (fairseq_define) one error type for bad input, one hook that prints it\n"
-                "from fairseq._define_runtime.user_error import *  # noqa: E402 F401 F403\n\n"
+                '__all__ = ["pdb", "UserError"]  # (fairseq_define) one error type, one hook that prints it\n'
+                "from fairseq._define_runtime.user_error import *  # noqa: E402 F401 F403\n"
                 "install_user_error_hook()\n",
             ),
         ),

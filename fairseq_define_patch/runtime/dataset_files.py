@@ -21,8 +21,19 @@ from fairseq import UserError
 
 __all__ = [
     "bad_mmap_index", "check_data_matches_index", "check_lm_data", "check_token_ids",
-    "language_pair_error", "not_an_index", "read_index_header",
+    "language_pair_error", "not_an_index", "read_index_header", "release_mmap",
 ]
+
+
+def release_mmap(dataset, mmap_name, *others):
+    """``__del__`` of an mmap index or dataset: release what ``__init__`` opened, which may be
+    nothing when it refused a damaged file (fairseq 0.12.2 raised AttributeError here)."""
+    if hasattr(dataset, mmap_name):
+        getattr(dataset, mmap_name)._mmap.close()
+        delattr(dataset, mmap_name)
+    for name in others:
+        if hasattr(dataset, name):
+            delattr(dataset, name)
 
 
 def check_token_ids(dataset, dictionary, path):

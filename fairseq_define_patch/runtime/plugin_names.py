@@ -38,6 +38,19 @@ def unknown_name_error(kind, name, flag):
     )
 
 
+def import_plugin_and_check_names(usr_parser, input_args):
+    """fairseq/options.py's first pass: import the --user-dir, then check a plugin's --arch or
+    --task against what it registered (``check_plugin_names``); the parsed arguments."""
+    from fairseq import utils
+
+    usr_parser.add_argument("--arch", default=None)
+    usr_parser.add_argument("--task", default=None)
+    usr_args, _ = usr_parser.parse_known_args(input_args)
+    utils.import_user_module(usr_args)
+    check_plugin_names(usr_args)
+    return usr_args
+
+
 def check_plugin_names(usr_args):
     """After the --user-dir is imported (fairseq/options.py): a plugin's --arch or --task that
     no plugin registered gets an error naming the --user-dir."""
