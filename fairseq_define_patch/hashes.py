@@ -37,7 +37,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "f5c7d3230e4b201e1efe36c384f983b06a598b2bfaa8e9cdfb5d7e326c70ad18",
+        "0089c3c0386814ed72a7394d0c0c21b18fd34f87f318ab7d5d059ae91dbd92e5",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
@@ -73,7 +73,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
-        "0efba2468c5ade650bc7bb36dd8c2750c29155027d491b220c7a7ac79ae1f8db",
+        "4dd0bb5cfa4c4a27c5478fa85f2289d9eb76983b90a7c123019dd0fda8ca99e0",
+    ),
+    "fairseq/_define_runtime/model_budget.py": (
+        None,
+        "c6cf57811b0484a66516aee57829aad1a5014be4b5a75be6587b26ad9decccd0",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -110,6 +114,26 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
         "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
         "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
+    ),
+    "hydra/core/plugins.py": (
+        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
+        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
+    ),
+    "hydra/grammar/gen/OverrideLexer.py": (
+        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
+        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
+    ),
+    "antlr4/Lexer.py": (
+        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
+        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
+    ),
+    "antlr4/Parser.py": (
+        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
+        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
+    ),
+    "fairseq/models/wav2vec/wav2vec2_asr.py": (
+        "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
+        "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
@@ -165,7 +189,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
-        "cfa9aad778cd747165dd93bfc4eab8f65134dbbb598d6050ca15110dfdfbf2cc",
+        "5307f00108469da1ee2d00e978fbed874ca4067693782a1afdc5e6de05c7ba0b",
     ),
     "fairseq/tasks/__init__.py": (
         "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
@@ -326,25 +350,5 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
-    ),
-    "hydra/core/plugins.py": (
-        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
-        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
-    ),
-    "hydra/grammar/gen/OverrideLexer.py": (
-        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
-        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
-    ),
-    "antlr4/Lexer.py": (
-        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
-        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
-    ),
-    "antlr4/Parser.py": (
-        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
-        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
-    ),
-    "fairseq/models/wav2vec/wav2vec2_asr.py": (
-        "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
-        "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
     ),
 }

@@ -106,7 +106,8 @@ def _checkpoint_size(f):
 
 def _check_archive(f, budget):
     """A zip (torch.save's format) whose entries unpack to more than the file's own size is a
-    compressed bomb: torch.save stores entries uncompressed."""
+    compressed bomb: torch.save stores entries uncompressed. Every entry's CRC-32 is checked
+    too: torch's reader does not, so a flipped byte inside a tensor loaded as other weights."""
     import zipfile
 
     if budget.size is None:  # a stream that does not say its size: nothing to hold it to
@@ -117,15 +118,37 @@ def _check_archive(f, budget):
             return
         with zipfile.ZipFile(f) as z:
             unpacked = sum(i.file_size for i in z.infolist())
+            if unpacked > budget.size:
+                raise budget.refuse(
+                    f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
+                )
+            damaged = _failed_crc(z)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         return  # torch.load reports the damage
     finally:
         if here is not None:
             f.seek(here)
-    if budget.size is not None and unpacked > budget.size:
-        raise budget.refuse(
-            f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
+    if damaged is not None:
+        raise CheckpointLoadError(
+            f"cannot read {budget.name}: the file is damaged (its entry {damaged} fails its CRC-32 "
+            "check: bytes changed after it was written); use an intact copy (checkpoint_best.pt, "
+            "an earlier checkpointN.pt)"
         )
+
+
+def _failed_crc(z):
+    """The first entry of zip ``z`` whose bytes do not match their CRC-32, or None. Reads the
+    entries in pieces (zipfile checks the CRC as an entry is read to its end)."""
+    import zipfile
+
+    for info in z.infolist():
+        try:
+            with z.open(info) as entry:
+                while entry.read(1 << 22):
+                    pass
+        except zipfile.BadZipFile:
+            return repr(info.filename)
+    return None
 
 
 def _shape_items(args):
