@@ -37,11 +37,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "0089c3c0386814ed72a7394d0c0c21b18fd34f87f318ab7d5d059ae91dbd92e5",
+        "bf33a3079877a4d310bac358c763372d9b1f4341c4b939a5284c89df235cf7a0",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "984241ce301513077d936adf7264bfdcff0a3c3518a6d6c5f314ea4027fe9708",
+        "22711551d30f7564df263ccb10a39fd0f2890fa957b8080073c13ea6ce148eff",
+    ),
+    "fairseq/_define_runtime/checkpoint_fit.py": (
+        None,
+        "e00176f63a4ff654d13a693aab2b0b7c6a2a81c81d4fe1a4ed63f26edd87271e",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -77,7 +81,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c6cf57811b0484a66516aee57829aad1a5014be4b5a75be6587b26ad9decccd0",
+        "c4fc01f63809864f35a7f9ea18ad19ae5101f830670e91a40190eadeb8ef34c4",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -169,7 +173,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "d2847d47b530830ff79ca1c119c4bb86df67b5cbb86d73f81acebb260e8bbf39",
+        "9ca62187f16df4d5539c6cd135d3f8b06b5a7635b5fe3dfc5132c45e1d45b183",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -189,7 +193,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
-        "5307f00108469da1ee2d00e978fbed874ca4067693782a1afdc5e6de05c7ba0b",
+        "d3293375834be586e8fcb121f99d1beaaae9e57a67ea848084fc7d28b463efb4",
     ),
     "fairseq/tasks/__init__.py": (
         "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
@@ -201,11 +205,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "f1103f6ab24de90bd156f03e179e17f3e0cf751649c15446125ac8418fce81e3",
+        "93bc36a1a6d3ac0308f2cb258d33c7d2ce6d2a1370c7fefb84a1ca7faf7bb0f0",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
         "a18c3593aecad5907d61eee741b99981afaf32bc36d29ebe45c8bc79046eb827",
+    ),
+    "fairseq/models/fairseq_model.py": (
+        "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
+        "0654b7f0c1ec9c10a278923c2478dc5f3339d02ad0d7057a3194ce134aef447e",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",

@@ -16,12 +16,10 @@ PATCHES = (
         "fairseq/models/__init__.py",
         "a model's sizes and estimated parameters checked before it is built",
         (
-            Edit(  # after plugin_loading's edit above it
-                '"--arch")\n\n    return model.build_model(cfg, task)\n',
-                '"--arch")\n\n'
-                "    from fairseq._define_runtime.model_budget import check_model_budget  # (fairseq_define)\n\n"
-                "    check_model_budget(cfg, task)\n"
+            Edit(
                 "    return model.build_model(cfg, task)\n",
+                "    from fairseq._define_runtime.model_budget import check_model_budget  # (fairseq_define)\n\n"
+                "    return model.build_model(check_model_budget(cfg, task), task)\n",
             ),
         ),
     ),

@@ -22,6 +22,7 @@ from fairseq import UserError
 from fairseq.file_io import PathManager
 
 from . import checkpoint_allow_list, checkpoint_inspection
+from .checkpoint_fit import check_overrides_fit
 from .checkpoint_allow_list import (  # noqa: F401  (re-exported: __all__)
     _fairseq_checkpoint_safe_globals,
     add_checkpoint_safe_globals,
@@ -360,14 +361,17 @@ def check_checkpoint_source(path, local_path, arg_overrides):
         )
 
 
-def check_is_checkpoint(state, path):
-    """torch.save(model.state_dict()) is not a checkpoint: a KeyError later."""
+def check_is_checkpoint(state, path, arg_overrides=None):
+    """torch.save(model.state_dict()) is not a checkpoint: a KeyError later. With
+    ``arg_overrides`` (--model-overrides, from_pretrained's keyword arguments), before they are
+    applied: none may change what the trained weights compute (checkpoint_fit.py)."""
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise CheckpointLoadError(
             "{} is not a fairseq checkpoint (it has no 'model' entry; a plain state_dict?): "
             "give a checkpoint written by fairseq-train (checkpoint_best.pt, "
             "checkpointN.pt)".format(path)
         )
+    check_overrides_fit(state, arg_overrides, path)
 
 
 def upgrade_checked(upgrade, state, path):

@@ -218,7 +218,7 @@ def _raised_limit(total):
 def check_model_budget(cfg, task):
     """Before fairseq builds the model of ``cfg`` (a model config) for ``task``: every size
     within its bound, factors at least 1, adaptive bands at least 1 wide, and the estimated
-    parameters within parameter_limit(); else one line (ModelBudgetError)."""
+    parameters within parameter_limit(); else one line (ModelBudgetError). Returns ``cfg``."""
     settings = _settings(cfg)
     _check_bounds(settings)
     _check_bands(settings)
@@ -231,3 +231,4 @@ def check_model_budget(cfg, task):
             f"largest part is {part}: lower those settings, or, for a model that large on "
             f"purpose, raise the limit with {LIMIT_VARIABLE}={_raised_limit(total)}"
         )
+    return cfg
