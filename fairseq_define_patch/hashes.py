@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "e00176f63a4ff654d13a693aab2b0b7c6a2a81c81d4fe1a4ed63f26edd87271e",
+        "9481aa71f87390e83efced6f67b579159bc25392d183b6de7e5fd6aaf96e1983",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

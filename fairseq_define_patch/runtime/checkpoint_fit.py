@@ -7,7 +7,8 @@ embedding when both are n x V), a checkpoint of one loaded into the other withou
 each one line naming what differs:
 
 - ``check_checkpoint_form`` (the trainer, before it loads a checkpoint to resume or fine-tune):
-  the model class, and the stored model settings that change what the model computes (sizes,
+  an inference-only checkpoint (extra_state's INFERENCE_ONLY), the model class, and the stored
+  model settings that change what the model computes (sizes,
   output form, style, activation, normalisation, layers), against this run's; settings that
   do not (dropout, memory lengths read at evaluation) are never blamed;
 - ``check_overrides_fit`` (load_checkpoint_to_cpu, before --model-overrides or a hub call's
@@ -23,13 +24,18 @@ from argparse import Namespace
 
 from fairseq import UserError
 
-__all__ = ["CheckpointFormError", "NEUTRAL_MODEL_SETTINGS", "add_neutral_model_settings",
+__all__ = ["CheckpointFormError", "INFERENCE_ONLY", "NEUTRAL_MODEL_SETTINGS", "add_neutral_model_settings",
            "check_checkpoint_form", "check_overrides_fit", "check_tied_values",
            "function_settings_that_differ", "is_neutral_setting", "stored_model_settings"]
 
 
 class CheckpointFormError(UserError):
     """A checkpoint whose stored model differs from the one it would be loaded into."""
+
+
+# the key of a checkpoint's extra_state that says it is for inference only, and why (a tool
+# that rewrites a model's tables into a form training cannot continue sets it)
+INFERENCE_ONLY = "inference_only"
 
 
 # Settings of a model config that do not change the function its weights compute: training
@@ -144,6 +150,13 @@ def check_checkpoint_form(filename, state, model_cfg):
     """Before the trainer loads ``state`` (resume, --finetune-from-model): refuse a checkpoint
     of another model class, or whose settings that change the function differ from
     ``model_cfg`` (this run's)."""
+    extra = state.get("extra_state") if isinstance(state, dict) else None
+    why = extra.get(INFERENCE_ONLY) if isinstance(extra, dict) else None
+    if why:
+        raise CheckpointFormError(
+            "checkpoint {} is for inference only ({}): train or fine-tune from the checkpoint "
+            "it was made from".format(filename, why)
+        )
     saved, here = stored_model_settings(state), _model_options(model_cfg)
     if not saved or not here:
         return
@@ -158,9 +171,10 @@ def check_checkpoint_form(filename, state, model_cfg):
     differ = function_settings_that_differ(saved, here)
     if differ:
         raise CheckpointFormError(
-            "checkpoint {} was trained as another model: {}; these settings change what its "
-            "weights compute: resume or fine-tune with the checkpoint's values (dropout and the "
-            "like may differ), or train from scratch in a new --save-dir".format(filename, _listed(differ))
+            "checkpoint {} does not fit this model: its model settings differ from this run's: {}; "
+            "these change what its weights compute: resume or fine-tune with the checkpoint's "
+            "values (dropout and the like may differ), or train from scratch in a new "
+            "--save-dir".format(filename, _listed(differ))
         )
 
 
