@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "9481aa71f87390e83efced6f67b579159bc25392d183b6de7e5fd6aaf96e1983",
+        "ee891bca50d96b6595bebc423b7932246f1ecd05cc8e2633fc268bd8bb04528e",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

@@ -708,3 +708,31 @@ def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind):
         file_utils.load_archive_file(str(archive))
     assert tracemalloc.get_traced_memory()[1] < 16 << 20
     tracemalloc.stop()
+
+
+@pytest.mark.cli  # starts fairseq-train and fairseq-generate
+def test_resume_with_another_dictionary_and_dropout_names_the_dictionary(wmt_bin, trained, tmp_path):
+    """The trained fixture's checkpoint (tied at n, shared) resumed on a dictionary 8 words
+    shorter and another --dropout: the line names the rows (the dictionary), not the dropout;
+    and generate with an override of the output form names the override."""
+    import shutil
+
+    from .helpers import TINY, TINY_TIED, USER_DIR, assert_user_error, run_cli
+
+    bin_dir = tmp_path / "bin"
+    shutil.copytree(wmt_bin / "bin", bin_dir)
+    for name in ("dict.en.txt", "dict.de.txt"):
+        lines = (bin_dir / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (bin_dir / name).write_text("".join(lines[:-8]), encoding="utf-8")
+    (tmp_path / "ck").mkdir()
+    shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
+    proc = run_cli("fairseq-train", bin_dir, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "20",
+                   "--save-dir", tmp_path / "ck", "--cpu", "--dropout", "0.3", check=False)
+    assert_user_error(proc, "fairseq-train", "does not fit this model", "rows in the checkpoint", "dictionary (dict.*.txt)")
+    line = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-train: error:")][-1]
+    assert "dropout" not in line, line
+    proc = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--gen-subset", "test", "--beam", "2", "--cpu", "--model-overrides",
+                   "{'define_output_layer': 'untied'}", check=False)
+    assert_user_error(proc, "fairseq-generate", "--model-overrides define_output_layer='untied' (trained with 'tied_map')")

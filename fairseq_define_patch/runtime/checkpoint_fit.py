@@ -121,6 +121,8 @@ def _model_class(name):
 
 
 def _same(a, b):
+    if any(isinstance(v, str) and v.startswith("${") for v in (a, b)):
+        return True  # an interpolation (omegaconf) not resolved here: nothing to compare
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
         return float(a) == float(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
