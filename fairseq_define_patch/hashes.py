@@ -37,7 +37,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "bf33a3079877a4d310bac358c763372d9b1f4341c4b939a5284c89df235cf7a0",
+        "f8b40e474d02b485385f019d3e9ce37ed8ce0fcbf68cebc3c4d58d6d9f2ec187",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,

@@ -124,6 +124,8 @@ def _check_archive(f, budget):
                     f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
                 )
             damaged = _failed_crc(z)
+    except CheckpointLoadError:
+        raise
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         return  # torch.load reports the damage
     finally:
