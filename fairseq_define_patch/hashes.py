@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "ee891bca50d96b6595bebc423b7932246f1ecd05cc8e2633fc268bd8bb04528e",
+        "9fc89e52bdb19c5d6a5c4ff56e315482dfde3c8995db10fe81c359ab67efa73d",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

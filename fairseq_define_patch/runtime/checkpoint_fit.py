@@ -123,6 +123,8 @@ def _model_class(name):
 def _same(a, b):
     if any(isinstance(v, str) and v.startswith("${") for v in (a, b)):
         return True  # an interpolation (omegaconf) not resolved here: nothing to compare
+    if a in (None, "") and b in (None, ""):
+        return True  # both unset
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
         return float(a) == float(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -165,9 +167,10 @@ def check_checkpoint_form(filename, state, model_cfg):
     a, b = _model_name(saved), _model_name(here)
     if a and b and a != b and _model_class(a) is not _model_class(b):
         raise CheckpointFormError(
-            "checkpoint {} holds a {} model (--arch {}) but this run builds --arch {}: resume or "
-            "fine-tune with --arch {}, or train from scratch in a new --save-dir".format(
-                filename, getattr(_model_class(a), "__name__", a), a, b, a
+            "checkpoint {} does not fit this model: --arch {} in the checkpoint, {} here (a {}, "
+            "not a {}); resume or fine-tune with --arch {}, or train from scratch in a new "
+            "--save-dir".format(
+                filename, a, b, getattr(_model_class(a), "__name__", a), getattr(_model_class(b), "__name__", b), a
             )
         )
     differ = function_settings_that_differ(saved, here)
