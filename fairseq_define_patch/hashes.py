@@ -81,7 +81,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c4fc01f63809864f35a7f9ea18ad19ae5101f830670e91a40190eadeb8ef34c4",
+        "af5905bcf0e049f0d0b2a0b5cf544effb9fe7b08613353557b0d09f1bd8ce132",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",

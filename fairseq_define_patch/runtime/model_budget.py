@@ -172,8 +172,9 @@ def _check_bands(settings):
 
 def estimate_parameters(settings, vocabulary):
     """(entries, part) for a model config: an upper estimate of its parameters and position
-    tables, and the largest part, in words naming its settings. Tables: vocabulary x every
-    embedding-like width; a stack of L layers of width d with an FFN (or expansion) f:
+    tables, and the largest part, in words naming its settings. Tables: vocabulary x the widest
+    table width of each stack (encoder, decoder, define, ...), twice for a decoder (its output
+    layer); a stack of L layers of width d with an FFN (or expansion) f:
     L x (8 d^2 + 2 d f), as a decoder layer with cross-attention (and an LSTM's four gates)
     holds; positions: rows x their stack's width."""
     widths = {k: v for k, v in settings.items() if _is_width(k) and isinstance(v, int) and v > 0}
@@ -189,9 +190,14 @@ def estimate_parameters(settings, vocabulary):
         return " x ".join(f"{n}={settings[n]:,}" for n in names if n is not None)
 
     terms = []
+    tables = {}  # group -> (width, setting): its widest table width
     for name, value in widths.items():
         if "ffn" not in name and "expand" not in name and "hidden" not in name:
-            terms.append((vocabulary * value, f"{named(name)} over {vocabulary:,} words"))  # a table
+            tables[_group(name)] = max(tables.get(_group(name), (0, None)), (value, name))
+    for group, (value, name) in tables.items():
+        # an input table per stack, and a decoder's output table (counted untied)
+        count = 2 if group == "decoder" else 1
+        terms.append((count * vocabulary * value, f"{named(name)} over {vocabulary:,} words"))
     for name, value in settings.items():
         if _is_layers(name) and isinstance(value, int) and value > 0:
             (d, d_name), (f, f_name) = stack_width(_group(name), False), stack_width(_group(name), True)
