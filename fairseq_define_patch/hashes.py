@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "9fc89e52bdb19c5d6a5c4ff56e315482dfde3c8995db10fe81c359ab67efa73d",
+        "e33c7c7f4410eb8dce603bc2a10d19636d434284059ccccb4041826e6bfdab3c",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

@@ -8,9 +8,9 @@ each one line naming what differs:
 
 - ``check_checkpoint_form`` (the trainer, before it loads a checkpoint to resume or fine-tune):
   an inference-only checkpoint (extra_state's INFERENCE_ONLY), the model class, and the stored
-  model settings that change what the model computes (sizes,
-  output form, style, activation, normalisation, layers), against this run's; settings that
-  do not (dropout, memory lengths read at evaluation) are never blamed;
+  model settings that change what the model computes (sizes, output form, style, activation,
+  normalisation, layers), against this run's; settings that do not (dropout, memory lengths
+  read at evaluation) are never blamed;
 - ``check_overrides_fit`` (load_checkpoint_to_cpu, before --model-overrides or a hub call's
   keyword arguments are applied to the stored config): an override of such a setting to
   another value than the checkpoint's is refused, and so blamed on the override (a size
