@@ -9,4 +9,8 @@ from .errors import register_user_error_messages  # noqa: E402
 
 register_user_error_messages()
 
+from .modules.config_bounds import register_neutral_model_settings  # noqa: E402
+
+register_neutral_model_settings()
+
 from . import criterions, models, modules, optim, tasks  # noqa: E402,F401

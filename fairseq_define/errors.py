@@ -45,6 +45,11 @@ _FAIRSEQ_USER_ERRORS = [
      "the cached DeFINE table {0} is {1} but this dictionary needs {2}; use the dictionary "
      "(dict.*.txt) the model was trained with, or cache the tables again with "
      "fairseq-define-cache-tables from the trained checkpoint"),
+    # learned positions: --max-*-positions (or --model-overrides of them) at other values
+    ("RuntimeError", r"size mismatch for (\S*embed_positions\S*): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+     "the learned positions table {0} is {1} in the checkpoint but {2} in this model: keep "
+     "--max-source-positions / --max-target-positions (and --model-overrides of them) at the "
+     "values it was trained with"),
     ("RuntimeError", r"size mismatch for (\S+): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
      "the checkpoint does not fit the data: {0} is {1} in the checkpoint but {2} for this "
      "dictionary; use the dictionary (dict.*.txt) the model was trained with"),
@@ -60,7 +65,8 @@ _FAIRSEQ_USER_ERRORS = [
     ("ValueError", r"loaded state dict contains a parameter group that doesn't match the size of optimizer's group",
      "the checkpoint's optimizer state does not fit this model's parameters: resume with the "
      "settings it was trained with (define_cache_on_load and --define-cached-table drop the "
-     "DeFINE units and are for inference only), or pass --reset-optimizer"),
+     "DeFINE units, and compressed checkpoints hold codes: those are for inference only), or "
+     "pass --reset-optimizer"),
     # another --optimizer, or another precision: --fp16/--bf16 (and their memory-efficient
     # forms) wrap the optimizer, so a checkpoint resumed without them names another class
     ("AssertionError", r"Optimizer does not match; please reset the optimizer \(--reset-optimizer\)\. (\S+) vs (\S+)",

@@ -37,11 +37,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "f5c7d3230e4b201e1efe36c384f983b06a598b2bfaa8e9cdfb5d7e326c70ad18",
+        "f8b40e474d02b485385f019d3e9ce37ed8ce0fcbf68cebc3c4d58d6d9f2ec187",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "984241ce301513077d936adf7264bfdcff0a3c3518a6d6c5f314ea4027fe9708",
+        "22711551d30f7564df263ccb10a39fd0f2890fa957b8080073c13ea6ce148eff",
+    ),
+    "fairseq/_define_runtime/checkpoint_fit.py": (
+        None,
+        "e33c7c7f4410eb8dce603bc2a10d19636d434284059ccccb4041826e6bfdab3c",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -73,7 +77,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
-        "0efba2468c5ade650bc7bb36dd8c2750c29155027d491b220c7a7ac79ae1f8db",
+        "4dd0bb5cfa4c4a27c5478fa85f2289d9eb76983b90a7c123019dd0fda8ca99e0",
+    ),
+    "fairseq/_define_runtime/model_budget.py": (
+        None,
+        "af5905bcf0e049f0d0b2a0b5cf544effb9fe7b08613353557b0d09f1bd8ce132",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -165,7 +173,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "db42a0905d6f362751dbbf6fb0974d52c1fe13399d68dc059a890fd7abe01816",
+        "4b4a7d86ed4c60013140df15fe23da04425cb74e73597764add54b37930f4b74",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -185,7 +193,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/models/__init__.py": (
         "73c49eedbd9ed4f0938bd5b86ecbca395eda56001d6a8b35a895cde5e8f073cf",
-        "6dc1c49ff78dbe93c9f5bb4fb83fbf74b79ca24cefb81d693c16ba7831da6397",
+        "118d56a527adb4925e8dc6bc83288d7463c0cf6ab1e1922d23e9769bf08dbc96",
     ),
     "fairseq/tasks/__init__.py": (
         "91f1c169e6d2468fce34f032a12b341fa4f300ecc59030a50c03403177399348",
@@ -197,11 +205,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "f1103f6ab24de90bd156f03e179e17f3e0cf751649c15446125ac8418fce81e3",
+        "93bc36a1a6d3ac0308f2cb258d33c7d2ce6d2a1370c7fefb84a1ca7faf7bb0f0",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
         "0cf13ec10bfaf5b827bfbee5ac05dff91aa2ef5aa70d15fe2224f2fb60d68668",
+    ),
+    "fairseq/models/fairseq_model.py": (
+        "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
+        "0654b7f0c1ec9c10a278923c2478dc5f3339d02ad0d7057a3194ce134aef447e",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",

@@ -302,7 +302,7 @@ def test_a_misfit_with_the_same_settings_says_what_the_load_found():
     assert "\n" not in line and "dict.*.txt" in line
     here = Namespace(arch="transformer", encoder_layers=2, lr=[0.5],
                      **{f"decoder_{k}": 1 for k in ["layers", "attention_heads", "embed_dim", "ffn_embed_dim",
-                                                    "output_dim", "layerdrop"]})
+                                                    "output_dim", "learned_pos"]})
     line = _checkpoint_misfit("ck.pt", {"args": cfg}, here, error)  # a checkpoint with args, not cfg
     assert "--encoder-layers 6 in the checkpoint, 2 here" in line and "--lr" not in line, line
     assert "--decoder-embed-dim unset in the checkpoint, 1 here" in line and line.count(" here") == 6, line

@@ -308,7 +308,8 @@ def test_hub_archive_bombs_are_refused_before_extracting(tmp_path, monkeypatch):
     (tmp_path / "tmp").mkdir()
     bomb = make_archive(tmp_path / "bomb.tar.gz", [("model", "dir", ""), ("model/zeros", "file", bytes(60 << 20))])
     assert bomb.stat().st_size < 1 << 20
-    with pytest.raises(UserError, match=r"refusing to extract .*bomb.tar.gz: its \d[\d,]* bytes unpack to 62,914,560"):
+    # refused while its headers are read, before tarfile or the extraction (_scan_headers)
+    with pytest.raises(UserError, match=r"refusing to extract .*bomb.tar.gz: its \d[\d,]* bytes unpack to more than 52,428,800"):
         file_utils.load_archive_file(str(bomb))
     from fairseq._define_runtime import hub_archives  # where load_archive_file's checks live
 
@@ -491,3 +492,248 @@ def test_script_downloads_write_through_a_fresh_file(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "d" / "x.txt").read_text() == "downloaded\n" and victim.read_text() == "mine\n"
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.txt", "x.txt.part"]  # no temporary left
+
+
+# -- issue 41: a model budget, checkpoints loaded only into their own form, integrity, hub ----
+# archives as stock fairseq read them (docs/checkpoints.md)
+
+FAMILIES = Path(__file__).parent / "legacy_checkpoints" / "families"
+
+
+def nmt_checkpoint(tmp_path, edit=None):
+    """The legacy nmt_untied checkpoint (define_transformer_tiny, n=8, d=32), its config edited
+    by ``edit(model_cfg)``, and the overrides that find its dictionaries in tmp_path."""
+    import shutil
+
+    for name in ("dict.en.txt", "dict.de.txt"):
+        shutil.copyfile(FAMILIES / "nmt.dict.txt", tmp_path / name)
+    state = safe_torch_load(str(FAMILIES / "nmt_untied.pt"))
+    if edit is not None:
+        edit(state["cfg"]["model"])
+    path = tmp_path / "checkpoint.pt"
+    torch.save(state, path)
+    return str(path), {"data": str(tmp_path), "source_lang": "en", "target_lang": "de"}
+
+
+STORED_BUDGET = [  # a stored config's sizes: refused before anything is allocated
+    ("ffn", "decoder_ffn_embed_dim", 10**9, "decoder_ffn_embed_dim=1,000,000,000 is larger than fairseq builds"),
+    ("positions", "max_source_positions", 10**9, "max_source_positions=1,000,000,000 is larger"),
+    ("layers", "encoder_layers", 100000, "encoder_layers=100,000 is larger"),
+    ("wide", "decoder_embed_dim", 65536, "more than the limit of 1,073,741,824; the largest part is decoder_layers"),
+]
+
+
+@pytest.mark.parametrize("setting,value,expected", [c[1:] for c in STORED_BUDGET], ids=[c[0] for c in STORED_BUDGET])
+def test_a_stored_config_is_held_to_the_model_budget(tmp_path, setting, value, expected):
+    import tracemalloc
+
+    from fairseq import UserError
+
+    path, overrides = nmt_checkpoint(tmp_path, lambda cfg: setattr(cfg, setting, value))
+    tracemalloc.start()
+    with pytest.raises(UserError, match=expected):
+        checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20  # refused before the model is built
+
+
+OVERRIDES_OF_THE_FORM = [  # --model-overrides that change the trained function: blamed on the override
+    ("output_form", {"define_output_layer": "tied_map"}, r"define_output_layer='tied_map' \(trained with 'untied'\)"),
+    ("width", {"decoder_embed_dim": 65536}, r"decoder_embed_dim=65536 \(trained with 32\)"),
+    ("map", {"define_map_dim": 16}, r"define_map_dim=16 \(trained with 8\)"),
+]
+
+
+@pytest.mark.parametrize("extra,expected", [c[1:] for c in OVERRIDES_OF_THE_FORM], ids=[c[0] for c in OVERRIDES_OF_THE_FORM])
+def test_overrides_that_change_the_model_are_refused(tmp_path, extra, expected):
+    from fairseq import UserError
+
+    path, overrides = nmt_checkpoint(tmp_path)
+    with pytest.raises(UserError, match="--model-overrides " + expected + ".* cannot be overridden at load time"):
+        checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**overrides, **extra})
+    # dropout and the positions are no other model
+    checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**overrides, "dropout": 0.3, "max_source_positions": 512})
+
+
+def test_an_untied_checkpoint_does_not_load_into_a_tied_model_of_equal_shapes():
+    """n = d: the untied output layer and the map have equal shapes; the tied model would hold
+    one of the two tables (every translation changes), so the load is refused."""
+    from fairseq import UserError
+
+    from .test_define_transformer import tiny_model
+
+    untied, _ = tiny_model("--define-map-dim", "32", "--define-output-layer", "untied")
+    tied, _ = tiny_model("--define-map-dim", "32", "--define-output-layer", "tied_map")
+    state = untied.state_dict()
+    assert state["decoder.output_projection.weight"].shape == state["decoder.embed_tokens.map.weight"].shape
+    with pytest.raises(UserError, match="different values for decoder.* which this model ties"):
+        tied.load_state_dict(state, strict=False)
+    tied.load_state_dict(tied.state_dict())  # its own form loads
+
+
+def test_resuming_names_the_form_the_arch_and_inference_only_not_the_dropout():
+    from fairseq._define_runtime.checkpoint_fit import check_checkpoint_form
+
+    from fairseq_define.errors import UserError
+
+    lm = {"_name": "transformer_lm", "decoder_layers": 2, "dropout": 0.1}
+    with pytest.raises(UserError, match="--arch transformer_lm in the checkpoint, define_lstm_lm here \\(a TransformerLanguageModel, not a LSTMLanguageModel\\)"):
+        check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {"_name": "define_lstm_lm", "lstm_layers": 2})
+    check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {**lm, "dropout": 0.3})
+    with pytest.raises(UserError, match=r"is for inference only \(its tables are compositional codes"):
+        check_checkpoint_form("c.pt", {"cfg": {"model": lm}, "extra_state": {"inference_only": "its tables are compositional codes"}}, lm)
+
+
+def test_a_damaged_checkpoint_is_refused_by_its_crc(tmp_path):
+    state = safe_torch_load(str(FAMILIES / "nmt_untied.pt"))
+    path = tmp_path / "damaged.pt"
+    torch.save(state, path)
+    weights = state["model"]["decoder.output_projection.weight"]
+    data = bytearray(path.read_bytes())
+    at = data.find(weights.numpy().tobytes()[:64])
+    assert at > 0
+    data[at + 5] ^= 0x10  # one bit of one weight
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointLoadError, match="damaged.* fails its CRC-32 check"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+AVERAGING = [  # (name, how the second checkpoint differs, expected line)
+    ("other_form", lambda s: s["cfg"]["model"].update(define_output_layer="tied_map"),
+     "--define-output-layer untied in one, tied_map in the other"),
+    ("compressed", lambda s: s["model"].update({"emb.codes": torch.zeros(4, 2, dtype=torch.uint8)}), "is compressed"),
+    ("cached", lambda s: s["cfg"]["model"].update(define_cached_table=True), "holds cached DeFINE tables"),
+    ("integers", lambda s: s["model"].update(steps=torch.tensor([7])), "integer tensor steps"),
+]
+
+
+def averaging_inputs(tmp_path, change=None):
+    paths = []
+    for i in range(2):
+        state = {"model": {"w": torch.full((3,), float(i)), "steps": torch.tensor([5])},
+                 "cfg": {"model": {"_name": "define_transformer", "define_output_layer": "untied", "dropout": 0.1 * i}}}
+        if i and change is not None:
+            change(state)
+        paths.append(str(tmp_path / f"c{i}.pt"))
+        torch.save(state, paths[-1])
+    return paths
+
+
+@pytest.mark.parametrize("change,expected", [c[1:] for c in AVERAGING], ids=[c[0] for c in AVERAGING])
+def test_averaging_refuses_what_has_no_mean(tmp_path, capsys, change, expected):
+    from fairseq_define.tools import average_checkpoints
+
+    paths = averaging_inputs(tmp_path, change)
+    assert average_checkpoints.main(["--inputs", *paths, "--output", str(tmp_path / "avg.pt")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert not (tmp_path / "avg.pt").exists()
+
+
+def test_averaging_keeps_equal_integers_and_ignores_dropout(tmp_path):
+    from fairseq_define.tools import average_checkpoints
+
+    state = average_checkpoints.average(averaging_inputs(tmp_path))
+    assert torch.equal(state["model"]["steps"], torch.tensor([5]))
+    torch.testing.assert_close(state["model"]["w"], torch.full((3,), 0.5))
+
+
+def test_compressed_codes_stay_within_their_codebook_and_out_of_training():
+    from fairseq_define.errors import UserError
+    from fairseq_define.modules.compression.compositional_codes import (
+        CompositionalEmbedding,
+        restore_compressed_embeddings,
+    )
+
+    model = torch.nn.Module()
+    model.emb = torch.nn.Embedding(6, 4)
+    codes = torch.tensor([[0, 1]] * 6, dtype=torch.uint8)
+    state = {"emb.codes": codes, "emb.codebooks": torch.zeros(2, 4, 4)}
+    with pytest.raises(UserError, match="damaged: emb.codes holds code 200 but its codebooks have 4 codes"):
+        restore_compressed_embeddings(model, {**state, "emb.codes": codes.clone().fill_(200)})
+    with pytest.raises(UserError, match="do not form a compressed \\[6, 4\\] table"):
+        restore_compressed_embeddings(model, {**state, "emb.codes": codes[:3]})
+    assert restore_compressed_embeddings(model, state) == 1
+    assert isinstance(model.emb, CompositionalEmbedding) and not model.eval().emb.training
+    with pytest.raises(UserError, match="for inference only"):
+        model.train()
+
+
+def test_the_tied_unit_table_follows_edits_through_data():
+    from .test_define_transformer import tiny_model
+
+    model, _ = tiny_model("--define-output-layer", "tied_unit")
+    out, emb = model.decoder.output_projection, model.decoder.embed_tokens
+    with torch.no_grad():
+        first = out.weight
+        assert out.weight is first  # reused while nothing changes
+        emb.map.weight.data.mul_(2)  # bumps no version counter
+        torch.testing.assert_close(out.weight, emb.vocabulary_table())
+        assert not torch.equal(out.weight, first)
+
+
+HUB_ARCHIVES = [  # archives stock fairseq 0.12.2 loads
+    ("dot_prefix", [("./model", "dir", ""), ("./model/dict.txt", "file", "a 1\n")]),  # tar czf m.tgz ./model
+    ("no_folder_member", [("model/dict.txt", "file", "a 1\n"), ("model/extra.txt", "file", "")]),
+    ("one_file", [("model/dict.txt", "file", "a 1\n")]),
+]
+
+
+@pytest.mark.parametrize("members", [c[1] for c in HUB_ARCHIVES], ids=[c[0] for c in HUB_ARCHIVES])
+def test_hub_archives_that_stock_fairseq_loads(tmp_path, members):
+    from fairseq import file_utils
+
+    archive = make_archive(tmp_path / "model.tar.gz", members)
+    folder = Path(file_utils.load_archive_file(str(archive)))
+    assert folder.name == "model" and (folder / "dict.txt").read_text() == "a 1\n"
+
+
+@pytest.mark.parametrize("kind", ["gnu_long_name", "pax"])
+def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind):
+    """A small archive whose long name (or pax record) claims 200 MB: refused from its header,
+    before tarfile reads the record into memory."""
+    import gzip
+    import tarfile
+    import tracemalloc
+
+    from fairseq import UserError, file_utils
+
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = (tarfile.GNUTYPE_LONGNAME if kind == "gnu_long_name" else tarfile.XHDTYPE), 200 << 20
+    archive = tmp_path / "model.tar.gz"
+    archive.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + b"a" * (1 << 20)))
+    assert archive.stat().st_size < 200_000
+    tracemalloc.start()
+    with pytest.raises(UserError, match="refusing to extract .*model.tar.gz: it holds a 209,715,200-byte"):
+        file_utils.load_archive_file(str(archive))
+    assert tracemalloc.get_traced_memory()[1] < 16 << 20
+    tracemalloc.stop()
+
+
+@pytest.mark.cli  # starts fairseq-train and fairseq-generate
+def test_resume_with_another_dictionary_and_dropout_names_the_dictionary(wmt_bin, trained, tmp_path):
+    """The trained fixture's checkpoint (tied at n, shared) resumed on a dictionary 8 words
+    shorter and another --dropout: the line names the rows (the dictionary), not the dropout;
+    and generate with an override of the output form names the override."""
+    import shutil
+
+    from .helpers import TINY, TINY_TIED, USER_DIR, assert_user_error, run_cli
+
+    bin_dir = tmp_path / "bin"
+    shutil.copytree(wmt_bin / "bin", bin_dir)
+    for name in ("dict.en.txt", "dict.de.txt"):
+        lines = (bin_dir / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (bin_dir / name).write_text("".join(lines[:-8]), encoding="utf-8")
+    (tmp_path / "ck").mkdir()
+    shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
+    proc = run_cli("fairseq-train", bin_dir, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "20",
+                   "--save-dir", tmp_path / "ck", "--cpu", "--dropout", "0.3", check=False)
+    assert_user_error(proc, "fairseq-train", "does not fit this model", "rows in the checkpoint", "dictionary (dict.*.txt)")
+    line = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-train: error:")][-1]
+    assert "dropout" not in line, line
+    proc = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                   "--gen-subset", "test", "--beam", "2", "--cpu", "--model-overrides",
+                   "{'define_output_layer': 'untied'}", check=False)
+    assert_user_error(proc, "fairseq-generate", "--model-overrides define_output_layer='untied' (trained with 'tied_map')")

@@ -45,12 +45,12 @@ NUMERIC_MISTAKES = [
     (TRANSFORMER, ["--define-unit-grad-scale", "1e400"], "define_unit_grad_scale=inf is not a finite number"),
     (TRANSFORMER, ["--define-unit-grad-scale", "-1"], "define_unit_grad_scale=-1.0 must be positive"),
     (TRANSFORMER, ["--dropout", "nan"], "dropout=nan is not a dropout probability"),
-    (TRANSFORMER, ["--adaptive-softmax-factor", "0"], "adaptive_softmax_factor=0.0 must be positive"),
+    (TRANSFORMER, ["--adaptive-softmax-factor", "0"], "adaptive_softmax_factor=0.0 must be at least 1"),
     (TRANSFORMER, ["--adaptive-softmax-factor", "1e999"], "adaptive_softmax_factor=inf is not a finite number"),
     (TRANSFORMER, ["--encoder-layers", "0"], "encoder_layers=0 is a size and must be at least 1"),
     (TRANSFORMER, ["--decoder-attention-heads", "-2"], "decoder_attention_heads=-2 is a size and must be at least 1"),
     (LSTM, ["--div-val", "nan"], "div_val=nan is not a finite number"),
-    (LSTM, ["--div-val", "0"], "div_val=0.0 must be positive"),
+    (LSTM, ["--div-val", "0"], "div_val=0.0 must be at least 1"),
     (TXL, ["--div-val", "inf"], "div_val=inf is not a finite number"),
     (TXL, ["--init-std", "nan"], "init_std=nan is not a finite number"),
     (TXL, ["--attention-dropout", "1.5"], "attention_dropout=1.5 is not a dropout probability"),
@@ -74,7 +74,7 @@ OVERRIDE_MISTAKES = [
     (LSTM, {"define_activation": "softmax"}, "define_activation='softmax' is not one of swish, gelu, relu, tanh, linear"),
     (LSTM, {"div_val": float("inf")}, "div_val=inf is not a finite number"),
     (TXL, {"define_style": "mine"}, "define_style='mine' is not one of paper, authors"),
-    (TXL, {"div_val": -4.0}, "div_val=-4.0 must be positive"),
+    (TXL, {"div_val": -4.0}, "div_val=-4.0 must be at least 1"),
 ]
 
 
@@ -206,8 +206,14 @@ def test_overrides_of_settings_are_applied(dataclass_model_checkpoint):
     fairseq 0.12.2 dropped without a word."""
     cfg = overrides_of(LEGACY, {"define_output_layer": "tied_map", "data": "elsewhere", "beam": 3})
     assert cfg.model.define_output_layer == "tied_map" and cfg.task.data == "elsewhere" and cfg.generation.beam == 3
-    cfg = overrides_of(dataclass_model_checkpoint, {"lstm_layers": 2, "lstm_hidden_dim": 16})
-    assert cfg.model.lstm_layers == 2 and cfg.model.lstm_hidden_dim == 16
+    cfg = overrides_of(dataclass_model_checkpoint, {"lstm_layers": 2, "dropout": 0.25})
+    assert cfg.model.lstm_layers == 2 and cfg.model.dropout == 0.25
+    # a stored setting that changes what the weights compute keeps the checkpoint's value
+    # (docs/checkpoints.md, "Loading into the model's own form")
+    from fairseq import UserError as FairseqUserError
+
+    with pytest.raises(FairseqUserError, match=r"lstm_hidden_dim=16 \(trained with 8\)"):
+        overrides_of(dataclass_model_checkpoint, {"lstm_hidden_dim": 16})
 
 
 def training_cfg(*flags):

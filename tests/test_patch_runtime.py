@@ -13,7 +13,9 @@ import pytest
 import torch
 
 import fairseq
-from fairseq_define_patch.runtime import checkpoint_loading, checkpoint_misfit, config_literals
+from fairseq_define_patch.runtime import (
+    checkpoint_fit, checkpoint_loading, checkpoint_misfit, config_literals, hub_archives, model_budget,
+)
 
 
 class _RunsCode:
@@ -232,3 +234,123 @@ def test_the_fast_path_copies_are_dropped_from_a_state_dict():
     state = {f"l.{n}": torch.zeros(1) for n in encoder_fastpath.FASTPATH_COPIES} | {"l.fc1.weight": torch.zeros(1)}
     encoder_fastpath.drop_fastpath_copies(state, "l.")
     assert list(state) == ["l.fc1.weight"]
+
+
+# -- model budget, checkpoint form, integrity (issue 41) -------------------------------------
+
+BASE = dict(arch="transformer", encoder_embed_dim=512, decoder_embed_dim=512, encoder_ffn_embed_dim=2048,
+            decoder_ffn_embed_dim=2048, encoder_layers=6, decoder_layers=6, max_source_positions=1024,
+            max_target_positions=1024)
+VOCAB = Namespace(source_dictionary=list(range(10000)), target_dictionary=list(range(10000)))
+
+
+@pytest.mark.parametrize("setting,value,expected", [
+    ("decoder_ffn_embed_dim", 10**9, "decoder_ffn_embed_dim=1,000,000,000 is larger than fairseq builds"),
+    ("max_source_positions", 10**9, "max_source_positions=1,000,000,000 is larger"),
+    ("encoder_layers", 100000, "encoder_layers=100,000 is larger"),
+    ("adaptive_input_factor", 0.001, "adaptive_input_factor=0.001 must be at least 1"),
+    ("div_val", 0.5, "div_val=0.5 must be at least 1"),
+    ("encoder_embed_dim", 65536, "largest part is encoder_layers=6 x encoder_embed_dim=65,536"),
+    ("decoder_ffn_embed_dim", 1 << 20, "more than the limit of 1,073,741,824"),
+])
+def test_the_model_budget_names_the_setting(setting, value, expected):
+    cfg = Namespace(**{**BASE, setting: value})
+    with pytest.raises(model_budget.ModelBudgetError, match=expected):
+        model_budget.check_model_budget(cfg, VOCAB)
+
+
+def test_the_budget_passes_real_models_and_its_limit_can_be_raised(monkeypatch):
+    cfg = Namespace(**BASE)
+    assert model_budget.check_model_budget(cfg, VOCAB) is cfg
+    total, _ = model_budget.estimate_parameters(vars(cfg), 10000)
+    assert 60e6 < total < 200e6  # the model holds ~60M: an upper estimate, not a wild one
+    big = Namespace(**{**BASE, "encoder_embed_dim": 65536})
+    monkeypatch.setenv(model_budget.LIMIT_VARIABLE, "1e12")
+    model_budget.check_model_budget(big, VOCAB)
+    monkeypatch.setenv(model_budget.LIMIT_VARIABLE, "lots")
+    with pytest.raises(model_budget.ModelBudgetError, match="FAIRSEQ_DEFINE_MAX_PARAMETERS='lots'"):
+        model_budget.check_model_budget(cfg, VOCAB)
+
+
+@pytest.mark.parametrize("cutoff,factor,expected", [
+    ("5000,1000", 4.0, "must be increasing positive word counts"),
+    ("100,1000,5000", 40.0, "leaves the last band 512 // 40.0\\*\\*3 = 0 wide"),
+])
+def test_adaptive_bands_are_at_least_one_wide(cutoff, factor, expected):
+    cfg = Namespace(**BASE, adaptive_softmax_cutoff=cutoff, adaptive_softmax_factor=factor)
+    with pytest.raises(model_budget.ModelBudgetError, match=expected):
+        model_budget.check_model_budget(cfg, VOCAB)
+
+
+def test_only_settings_that_change_the_function_are_compared():
+    saved = {"_name": "m", "dropout": 0.1, "attention_dropout": 0.0, "define_output_layer": "untied", "layers": 2}
+    here = {"_name": "m", "dropout": 0.3, "attention_dropout": 0.1, "define_output_layer": "tied_map", "layers": 2,
+            "new_option": 1}
+    assert checkpoint_fit.function_settings_that_differ(saved, here) == [("define_output_layer", "untied", "tied_map")]
+    state = {"model": {}, "cfg": {"model": saved}}
+    with pytest.raises(checkpoint_fit.CheckpointFormError, match="--define-output-layer untied in the checkpoint, tied_map here"):
+        checkpoint_fit.check_checkpoint_form("c.pt", state, here)
+    checkpoint_fit.check_checkpoint_form("c.pt", state, {**saved, "dropout": 0.5})  # dropout is no other model
+    with pytest.raises(checkpoint_fit.CheckpointFormError, match=r"--model-overrides define_output_layer='tied_map' \(trained with 'untied'\)"):
+        checkpoint_fit.check_overrides_fit(state, {"define_output_layer": "tied_map", "dropout": 0.0}, "c.pt")
+    checkpoint_fit.check_overrides_fit(state, {"dropout": 0.0, "beam": 5, "define_output_layer": "untied"}, "c.pt")
+
+
+def test_tied_keys_must_hold_equal_values():
+    model = torch.nn.Module()
+    model.a, model.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    model.b.weight = model.a.weight  # tied
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert checkpoint_fit.check_tied_values(model, state) is state
+    state["b.weight"] = state["b.weight"] + 1  # trained apart: another form
+    with pytest.raises(checkpoint_fit.CheckpointFormError, match="different values for a.weight and b.weight"):
+        checkpoint_fit.check_tied_values(model, state)
+
+
+def test_a_misfit_of_rows_names_the_dictionary_not_the_dropout():
+    error = RuntimeError(
+        "Error(s) in loading state_dict for M:\n\tsize mismatch for decoder.embed_tokens.weight: copying a param "
+        "with shape torch.Size([60, 16]) from checkpoint, the shape in current model is torch.Size([70, 16])."
+    )
+    state = {"args": Namespace(arch="no_such_arch", dropout=0.1)}
+    line = str(checkpoint_misfit.checkpoint_misfit("c.pt", state, Namespace(arch="no_such_arch", dropout=0.3), error))
+    assert "60 rows in the checkpoint but 70 here" in line and "dictionary" in line and "dropout" not in line
+
+
+def test_a_flipped_byte_fails_the_crc(tmp_path):
+    path = tmp_path / "c.pt"
+    torch.save({"model": {"w": torch.arange(1000.0)}}, path)
+    data = bytearray(path.read_bytes())
+    at = data.find(torch.arange(1000.0).numpy().tobytes()[400:416])
+    data[at + 3] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(checkpoint_loading.CheckpointLoadError, match="the file is damaged .* fails its CRC-32"):
+        checkpoint_loading.safe_torch_load(str(path))
+
+
+def _tar_header(name, kind, size):
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+@pytest.mark.parametrize("kind,what", [(b"L", "long-name"), (b"x", "pax")])
+def test_archive_metadata_is_bounded_before_tarfile_reads_it(tmp_path, kind, what):
+    import gzip
+
+    path = tmp_path / "m.tar.gz"  # claims 200 MB of name: refused from its header
+    path.write_bytes(gzip.compress(_tar_header("././@LongLink", kind, 200 << 20) + b"a" * 4096))
+    with pytest.raises(fairseq.UserError, match=f"a 209,715,200-byte {what} record"):
+        hub_archives._scan_headers(str(path), "gz", 1 << 30)
+
+
+def test_archive_metadata_counts_in_the_size_bound(tmp_path):
+    import gzip
+
+    path = tmp_path / "m.tar.gz"
+    path.write_bytes(gzip.compress(_tar_header("model/x", b"0", 10_000) + bytes(10_240) + bytes(1024)))
+    hub_archives._scan_headers(str(path), "gz", 20_000)
+    with pytest.raises(fairseq.UserError, match="unpack to more than 5,000"):
+        hub_archives._scan_headers(str(path), "gz", 5_000)

@@ -121,3 +121,22 @@ def check_size(name: str, flag: str, value: int, bound: int) -> None:
             f"{name}={value} is larger than this plugin supports ({bound}); lower {flag} "
             "(the bounds are listed in docs/errors.md)"
         )
+
+
+# Settings of the plugin's models that do not change what trained weights compute: gradient
+# treatments, initialisation and regularisers of training, how the unit is run, and the
+# lengths a language model is evaluated at (docs/language_models.md overrides them). The
+# patch's checkpoint checks (fairseq/_define_runtime/checkpoint_fit.py) never blame them;
+# every other setting that differs from a checkpoint's is refused before its weights load.
+NEUTRAL_MODEL_SETTINGS = (
+    "define_unit_grad_scale", "define_unit_centring", "lstm_input_centring", "define_token_path",
+    "define_cache_on_load", "init_std", "weight_drop", "alpha", "beta", "nonmono", "weight_decay",
+    "mem_len", "tgt_len", "clamp_len", "same_length", "eval_context",
+)
+
+
+def register_neutral_model_settings() -> None:
+    """Tell the patch's checkpoint checks which of the plugin's settings are neutral."""
+    from fairseq._define_runtime.checkpoint_fit import add_neutral_model_settings
+
+    add_neutral_model_settings(*NEUTRAL_MODEL_SETTINGS)

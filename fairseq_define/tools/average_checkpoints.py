@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+import torch
+
 from ..errors import UserError, cli_error
 from ..output_files import check_output, save_checkpoint
 from .inference_checkpoint import check_fairseq_checkpoint
@@ -40,19 +42,62 @@ def last_checkpoints(directory, n, update_based=False):
     return [os.path.join(directory, f) for _, f in found[:n]]
 
 
+def _inference_only(state, path):
+    """Why a checkpoint cannot be averaged, or None: compressed codes are integers whose mean
+    is no code, and a cached DeFINE table is the unit's output, whose mean is not the output
+    of the mean unit (section 3.4)."""
+    from fairseq._define_runtime.checkpoint_fit import stored_model_settings
+
+    if any(k.endswith(".codes") for k in state["model"]):
+        return f"{path} is compressed (fairseq-define-compress)"
+    if stored_model_settings(state).get("define_cached_table"):
+        return f"{path} holds cached DeFINE tables (fairseq-define-cache-tables)"
+    return None
+
+
+def _check_same_model(state, path, first, first_path):
+    """The inputs must be one model: the same class and the same settings that change what
+    the weights compute (dropout may differ); else the mean mixes two models."""
+    from fairseq._define_runtime.checkpoint_fit import function_settings_that_differ, stored_model_settings
+
+    saved, here = stored_model_settings(first), stored_model_settings(state)
+    names = [s.get("_name") or s.get("arch") for s in (saved, here)]
+    differ = [("arch", *names)] if names[0] != names[1] else []
+    differ += function_settings_that_differ(saved, here)
+    if differ:
+        raise UserError(
+            f"{path} is another model than {first_path}: "
+            + "; ".join(f"--{n.replace('_', '-')} {a} in one, {b} in the other" for n, a, b in differ[:4])
+            + ": average checkpoints of one run"
+        )
+
+
 def average(paths):
     from fairseq.checkpoint_utils import safe_torch_load
 
-    total, state = collections.OrderedDict(), None
+    total, state, first = collections.OrderedDict(), None, None
     for path in paths:
         state = safe_torch_load(path, map_location="cpu")
         check_fairseq_checkpoint(state, path)
+        why = _inference_only(state, path)
+        if why:
+            raise UserError(f"{why}, for inference only, and cannot be averaged: average the trained "
+                            "checkpoints, then cache or compress the result")
+        if first is None:
+            first = state
+        else:
+            _check_same_model(state, path, first, paths[0])
         params = state["model"]
         if total and set(params) != set(total):
             raise ValueError(f"{path} has different parameters than {paths[0]}: average checkpoints of one run")
         for k, v in params.items():
-            v = v.float() if v.is_floating_point() else v
-            total[k] = total[k] + v if k in total else v.clone()
+            if k not in total:
+                total[k] = v.float().clone() if v.is_floating_point() else v.clone()
+            elif v.is_floating_point():
+                total[k] = total[k] + v.float()
+            elif not torch.equal(total[k], v):  # counters, indices: a mean of them means nothing
+                raise UserError(f"{path} holds other values than {paths[0]} in the integer tensor {k}, "
+                                "which cannot be averaged: average checkpoints of one run")
     for k, v in total.items():
         if v.is_floating_point():
             total[k] = v / len(paths)

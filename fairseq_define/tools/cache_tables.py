@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     table_bytes = cache_define_tables(model)
     mark_cached_tables(state)
     try:
-        save_for_inference(state, model, args.output)
+        save_for_inference(state, model, args.output, "its DeFINE units are cached tables (fairseq-define-cache-tables)")
     except UserError as e:
         return cli_error(prog, e)
     logger.info(

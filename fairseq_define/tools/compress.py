@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     if not reports:
         return cli_error(prog, f"{args.path} has no lookup tables to compress")
     try:
-        save_for_inference(state, model, args.output)
+        save_for_inference(state, model, args.output, "its tables are compositional codes (fairseq-define-compress)")
     except UserError as e:
         return cli_error(prog, e)
     for r in reports:

@@ -51,10 +51,14 @@ def mark_cached_tables(state) -> None:
         model_cfg.define_cached_table = True
 
 
-def save_for_inference(state, model, output: str) -> None:
+def save_for_inference(state, model, output: str, why: str) -> None:
     """Write ``model``'s weights in ``state`` without what only training needs (the
-    optimizer state refers to parameters that may be gone; the data iterator)."""
+    optimizer state refers to parameters that may be gone; the data iterator), marked for
+    inference only (``why``): fairseq-train refuses to resume or fine-tune from it."""
+    from fairseq._define_runtime.checkpoint_fit import INFERENCE_ONLY
+
     state["model"] = model.state_dict()
     state["last_optimizer_state"] = None
     state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
+    state["extra_state"][INFERENCE_ONLY] = why
     save_checkpoint(state, output, flag=None)

@@ -10,6 +10,7 @@ from . import (
     dataset_files,
     generation_inputs,
     hub_archives,
+    model_budget,
     model_overrides,
     plugin_loading,
     preprocess_inputs,
@@ -30,6 +31,7 @@ GROUPS = (
     dataset_files,
     generation_inputs,
     hub_archives,
+    model_budget,
 )
 PATCHES = sum((group.PATCHES for group in GROUPS), ())
 # the runtime modules (CopiedModule) that the fixes' edits import

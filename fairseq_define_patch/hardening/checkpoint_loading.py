@@ -5,7 +5,7 @@ converted; a folder, a missing --restore-file or a state_dict that is no checkpo
 line, and so does a resumed checkpoint that does not fit the model: the settings that differ
 (docs/checkpoints.md)."""
 
-from ..edits import CopiedModule, Edit, FilePatch, insert_after, replace_span
+from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before, replace_span
 
 # The code is in runtime/ (copied into fairseq as fairseq/_define_runtime/): the allow-list,
 # the bounded loader and its checks, the inspection behind a refusal, the trainer's line for a
@@ -16,6 +16,7 @@ COPIES = (
     CopiedModule("checkpoint_inspection", "what a refused checkpoint needs, read without running it"),
     CopiedModule("checkpoint_loading", "weights-only loading with an allow-list (torch >= 2.6), bounded"),
     CopiedModule("checkpoint_misfit", "a resumed checkpoint that does not fit: the settings that differ"),
+    CopiedModule("checkpoint_fit", "a checkpoint loads only into a model of the form it was trained in"),
 )
 
 PATCHES = (
@@ -46,7 +47,7 @@ PATCHES = (
             # torch.save(model.state_dict()) is not a checkpoint: KeyError later
             Edit(
                 '\n\n    if "args" in state and state["args"] is not None and arg_overrides is not None:\n',
-                "\n\n    check_is_checkpoint(state, path)  # (fairseq_define)\n"
+                "\n\n    check_is_checkpoint(state, path, arg_overrides)  # (fairseq_define)\n"
                 '    if "args" in state and state["args"] is not None and arg_overrides is not None:\n',
             ),
             # a dict with a 'model' entry but not the rest: KeyError
@@ -83,12 +84,31 @@ PATCHES = (
     ),
     FilePatch(
         "fairseq",
+        "fairseq/models/fairseq_model.py",
+        "the keys of a state dict that name one tied tensor hold equal values (else another form)",
+        (
+            Edit(
+                "        return super().load_state_dict(new_state_dict, strict)\n\n    def upgrade_state_dict(",
+                "        from fairseq._define_runtime.checkpoint_fit import check_tied_values  # (fairseq_define)\n"
+                "        return super().load_state_dict(check_tied_values(self, new_state_dict), strict)\n\n"
+                "    def upgrade_state_dict(",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
         "fairseq/trainer.py",
         "a resumed checkpoint that does not fit the model: the settings that differ, in one line",
         (
             insert_after(
                 "from fairseq.optim import lr_scheduler\n",
-                "from fairseq._define_runtime.checkpoint_misfit import checkpoint_misfit  # (fairseq_define)\n",
+                "from fairseq._define_runtime.checkpoint_misfit import check_checkpoint_form, checkpoint_misfit  # (fairseq_define)\n",
+            ),
+            # before loading (resume, --finetune-from-model): another model class, or settings
+            # that change what the weights compute (equal shapes loaded silently)
+            insert_before(
+                "                self.model.load_state_dict(\n                    state[\"model\"], strict=True, model_cfg=self.cfg.model\n",
+                "                check_checkpoint_form(filename, state, self.cfg.model)  # (fairseq_define)\n",
             ),
             replace_span(  # one line that names what differs
                 '                raise Exception(\n                    "Cannot load model parameters from checkpoint {}; "\n',

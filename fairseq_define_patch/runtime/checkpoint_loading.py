@@ -22,6 +22,7 @@ from fairseq import UserError
 from fairseq.file_io import PathManager
 
 from . import checkpoint_allow_list, checkpoint_inspection
+from .checkpoint_fit import check_overrides_fit
 from .checkpoint_allow_list import (  # noqa: F401  (re-exported: __all__)
     _fairseq_checkpoint_safe_globals,
     add_checkpoint_safe_globals,
@@ -106,7 +107,8 @@ def _checkpoint_size(f):
 
 def _check_archive(f, budget):
     """A zip (torch.save's format) whose entries unpack to more than the file's own size is a
-    compressed bomb: torch.save stores entries uncompressed."""
+    compressed bomb: torch.save stores entries uncompressed. Every entry's CRC-32 is checked
+    too: torch's reader does not, so a flipped byte inside a tensor loaded as other weights."""
     import zipfile
 
     if budget.size is None:  # a stream that does not say its size: nothing to hold it to
@@ -117,15 +119,39 @@ def _check_archive(f, budget):
             return
         with zipfile.ZipFile(f) as z:
             unpacked = sum(i.file_size for i in z.infolist())
+            if unpacked > budget.size:
+                raise budget.refuse(
+                    f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
+                )
+            damaged = _failed_crc(z)
+    except CheckpointLoadError:
+        raise
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         return  # torch.load reports the damage
     finally:
         if here is not None:
             f.seek(here)
-    if budget.size is not None and unpacked > budget.size:
-        raise budget.refuse(
-            f"its zip entries unpack to {unpacked:,} bytes, more than the file's {budget.size:,}"
+    if damaged is not None:
+        raise CheckpointLoadError(
+            f"cannot read {budget.name}: the file is damaged (its entry {damaged} fails its CRC-32 "
+            "check: bytes changed after it was written); use an intact copy (checkpoint_best.pt, "
+            "an earlier checkpointN.pt)"
         )
+
+
+def _failed_crc(z):
+    """The first entry of zip ``z`` whose bytes do not match their CRC-32, or None. Reads the
+    entries in pieces (zipfile checks the CRC as an entry is read to its end)."""
+    import zipfile
+
+    for info in z.infolist():
+        try:
+            with z.open(info) as entry:
+                while entry.read(1 << 22):
+                    pass
+        except zipfile.BadZipFile:
+            return repr(info.filename)
+    return None
 
 
 def _shape_items(args):
@@ -337,14 +363,17 @@ def check_checkpoint_source(path, local_path, arg_overrides):
         )
 
 
-def check_is_checkpoint(state, path):
-    """torch.save(model.state_dict()) is not a checkpoint: a KeyError later."""
+def check_is_checkpoint(state, path, arg_overrides=None):
+    """torch.save(model.state_dict()) is not a checkpoint: a KeyError later. With
+    ``arg_overrides`` (--model-overrides, from_pretrained's keyword arguments), before they are
+    applied: none may change what the trained weights compute (checkpoint_fit.py)."""
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise CheckpointLoadError(
             "{} is not a fairseq checkpoint (it has no 'model' entry; a plain state_dict?): "
             "give a checkpoint written by fairseq-train (checkpoint_best.pt, "
             "checkpointN.pt)".format(path)
         )
+    check_overrides_fit(state, arg_overrides, path)
 
 
 def upgrade_checked(upgrade, state, path):

@@ -4,17 +4,23 @@ fairseq-train said only "please ensure that the architectures match": the user c
 which setting (an output layer's form, a layer count, the dictionary) made the difference. The
 trainer (fairseq/trainer.py) now raises ``checkpoint_misfit(...)``: the model settings that
 differ between the checkpoint's config and this run's, or, where none does, what the load
-itself reported (a missing weight, a size mismatch).
+itself reported (a missing weight, a size mismatch). Settings that do not change what the
+weights compute (dropout: checkpoint_fit.is_neutral_setting) are never named; a table whose
+rows differ is put down to the dictionary. ``check_checkpoint_form`` (checkpoint_fit.py) runs
+before the load, for a checkpoint whose shapes fit a model of another form.
 """
 
 import argparse
+import re
 from argparse import Namespace
 
 from omegaconf import OmegaConf
 
 from fairseq import UserError
 
-__all__ = ["checkpoint_misfit"]
+from .checkpoint_fit import check_checkpoint_form, is_neutral_setting
+
+__all__ = ["check_checkpoint_form", "checkpoint_misfit"]
 
 
 def checkpoint_misfit(filename, state, model_cfg, error):
@@ -44,10 +50,29 @@ def _checkpoint_misfit(filename, state, model_cfg, error, limit=6):
     else:
         lines = [l.strip() for l in str(error).splitlines() if l.strip()]
         first = lines[1] if len(lines) > 1 and lines[0].startswith("Error(s) in loading") else (lines or [""])[0]
-        why = "the same model settings, but {}".format(first[:300].rstrip(". "))
+        why = _dictionary_misfit(str(error)) or "the same model settings, but {}".format(first[:300].rstrip(". "))
     return (
         "checkpoint {} does not fit this model: {}; resume with the checkpoint's settings and "
         "data (dict.*.txt), or train from scratch in a new --save-dir".format(filename, why)
+    )
+
+
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch.Size\(\[([0-9, ]*)\]\) from "
+    r"checkpoint, the shape in current model is torch.Size\(\[([0-9, ]*)\]\)"
+)
+
+
+def _dictionary_misfit(text):
+    # (added by fairseq_define) a table whose rows differ and nothing else: another dictionary
+    m = _SIZE_MISMATCH.search(text)
+    if not m:
+        return None
+    saved, here = ([int(x) for x in g.split(",") if x.strip()] for g in m.group(2, 3))
+    if len(saved) != len(here) or not saved or saved[0] == here[0] or saved[1:] != here[1:]:
+        return None
+    return "{} has {:,} rows in the checkpoint but {:,} here: this run's dictionary (dict.*.txt) differs from the one it was trained with".format(
+        m.group(1), saved[0], here[0]
     )
 
 
@@ -74,10 +99,14 @@ def _model_settings_that_differ(saved_cfg, model_cfg):
             names = ["arch"] + [a.dest for a in parser._actions if a.dest != "arch"]
         except Exception:  # a model whose options need more than a parser: every setting
             pass
-    return [
+    saved_arch, here_arch = (s.get("_name") or s.get("arch") for s in (saved, here))
+    differ = ["--arch {} in the checkpoint, {} here".format(saved_arch, here_arch)] if (
+        saved_arch and here_arch and models.ARCH_MODEL_REGISTRY.get(saved_arch) is not model_class
+    ) else []
+    return differ + [
         "--{} {} in the checkpoint, {} here".format(
             name.replace("_", "-"), saved.get(name, "unset"), here.get(name, "unset")
         )
         for name in names
-        if saved.get(name) != here.get(name)
+        if saved.get(name) != here.get(name) and not is_neutral_setting(name)
     ]

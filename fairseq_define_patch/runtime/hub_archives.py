@@ -6,11 +6,17 @@ extracted every member wherever its name pointed (``../`` and absolute names rea
 site-packages, links anywhere), then replaced the user's archive by a folder; a missing path
 gave None and a TypeError later. A small archive could also unpack to any size, and the
 temporary folder stayed after the process. load_archive_file now calls the functions below.
+Its headers are read once before tarfile reads them (``_scan_headers``): tarfile holds a GNU
+long name or a pax record in memory whole, so a 199 KB archive could ask for gigabytes; the
+metadata counts in the size bound, and a record longer than any path is refused.
 """
 
+import bz2
+import gzip
 import os
 import shutil
 import tarfile
+import zlib
 
 from fairseq import UserError
 
@@ -18,6 +24,73 @@ __all__ = ["archive_not_found", "extract_checked", "temporary_folder"]
 
 _ARCHIVE_MAX_RATIO = 50  # unpacked bytes per archive byte (weights compress ~1.1x, text ~4x)
 _ARCHIVE_MAX_MEMBERS = 100_000
+# a GNU long name or link, or a pax header: a path or a few key=value records; far above any
+# path a file system takes (PATH_MAX is 4096), far below what would strain memory
+_ARCHIVE_MAX_METADATA = 1 << 20  # bytes per metadata record
+_METADATA_TYPES = (b"L", b"K", b"x", b"g", b"X")  # GNU long name/link, pax, Solaris pax
+
+
+def _header_number(field):
+    # a tar header's number: octal text, or GNU base-256 (first byte 0x80 or 0xff); None for
+    # a field tarfile would not read either
+    if field[:1] in (b"\x80", b"\xff"):
+        n = int.from_bytes(field[1:], "big")
+        return -((1 << (8 * len(field) - 8)) - n) if field[:1] == b"\xff" else n
+    text = field.split(b"\0", 1)[0].strip()
+    try:
+        return int(text or b"0", 8)
+    except ValueError:
+        return None
+
+
+def _scan_headers(path, ext, limit):
+    """Read the archive's headers as a stream, before tarfile does: refuse a metadata record
+    (long name, pax) over _ARCHIVE_MAX_METADATA bytes, and an archive whose members and
+    metadata unpack to more than ``limit`` bytes; stops where tarfile would (a header whose
+    checksum fails, the end marker). Reads through the archive without holding it."""
+    opener = {"gz": gzip.open, "bz2": bz2.open}.get(ext)
+    if opener is None:
+        return
+    total = 0
+    try:
+        with opener(path, "rb") as f:
+            while True:
+                header = f.read(512)
+                if len(header) < 512 or header == bytes(512):
+                    return
+                checksum = _header_number(header[148:156])
+                unsigned = 256 + sum(header[:148]) + sum(header[156:])
+                signed = 256 + sum(b - 256 if b > 127 else b for b in header[:148] + header[156:])
+                size = _header_number(header[124:136])
+                if checksum not in (unsigned, signed) or size is None or size < 0:
+                    return  # not a header: tarfile stops (or refuses) here too
+                kind = header[156:157]
+                if kind in _METADATA_TYPES and size > _ARCHIVE_MAX_METADATA:
+                    raise UserError(
+                        "refusing to extract {}: it holds a {:,}-byte {} record (a name or pax header "
+                        "longer than any path); the archive is crafted or damaged".format(
+                            path, size, "long-name" if kind in (b"L", b"K") else "pax"
+                        )
+                    )
+                blocks = 0 if kind in (b"1", b"2", b"3", b"4", b"5", b"6") else -(-size // 512) * 512
+                total += 512 + blocks
+                if total > limit:
+                    raise UserError(
+                        "refusing to extract {}: its {:,} bytes unpack to more than {:,} (members "
+                        "and their metadata), more than {} times its size (an archive bomb?); "
+                        "unpack it yourself and give the folder".format(
+                            path, os.path.getsize(path), limit, _ARCHIVE_MAX_RATIO
+                        )
+                    )
+                while blocks:  # skipped in pieces: the stream is not held
+                    piece = f.read(min(blocks, 1 << 20))
+                    if not piece:
+                        return
+                    blocks -= len(piece)
+    except UserError:
+        raise
+    except (OSError, EOFError, ValueError, zlib.error):
+        return  # not gzip/bz2, or damaged: tarfile says so in its own line
 
 
 def _safe_archive_members(archive, path):
@@ -54,11 +127,15 @@ def _safe_archive_members(archive, path):
     return members
 
 
-def _archive_top_dir(members):
-    # (added by fairseq_define) the one folder that holds everything, or "" (the archive root)
-    names = [m.name for m in members]
+def _archive_top_dir(members, tempdir):
+    # (added by fairseq_define) the one folder that holds everything, or "" (the archive
+    # root); as stock fairseq found it, whether the names start with "./" (tar czf m.tgz
+    # ./model) and whether the archive has a member for the folder itself or not
+    names = [os.path.normpath(m.name) for m in members]
     top = os.path.commonpath(names) if names else ""
-    return top if any(m.isdir() and m.name == top for m in members) else ""
+    while top not in ("", ".") and not os.path.isdir(os.path.join(tempdir, top)):
+        top = os.path.dirname(top)  # one file: the folder that holds it
+    return "" if top == "." else top
 
 
 def archive_not_found(archive_file):
@@ -74,10 +151,12 @@ def extract_checked(resolved_archive_file, tempdir, ext):
     """Extract the checked members into ``tempdir``; the folder that holds them all ("" for
     the archive's root). Whatever fails, nothing half-extracted is left."""
     try:
+        limit = _ARCHIVE_MAX_RATIO * max(os.path.getsize(resolved_archive_file), 1 << 20)
+        _scan_headers(resolved_archive_file, ext, limit)
         with tarfile.open(resolved_archive_file, "r:" + ext) as archive:
             members = _safe_archive_members(archive, resolved_archive_file)
-            top_dir = _archive_top_dir(members)
             archive.extractall(tempdir, members=members, filter="data")
+        top_dir = _archive_top_dir(members, tempdir)
     except tarfile.TarError as e:
         shutil.rmtree(tempdir, ignore_errors=True)
         raise UserError(

@@ -51,6 +51,19 @@ class CompositionalEmbedding(nn.Module):
         self.register_buffer("codes", torch.zeros(num_embeddings, n_codebooks, dtype=torch.uint8))
         self.codebooks = nn.Parameter(torch.zeros(n_codebooks, n_codes, embedding_dim))
 
+    def train(self, mode: bool = True):
+        # codes are fixed integers: training would move only the codebooks of a model whose
+        # tables are approximations, so fairseq-train refuses before its first step (as it
+        # refuses cached DeFINE tables)
+        if mode:
+            from ...errors import UserError
+
+            raise UserError(
+                "this model holds tables compressed to compositional codes (fairseq-define-compress), "
+                "which are for inference only; train or fine-tune from the checkpoint before compression"
+            )
+        return super().train(mode)
+
     def _rows(self, ids: torch.Tensor) -> torch.Tensor:
         codes = self.codes[ids].long()  # [*, M]
         out = self.codebooks[0][codes[..., 0]]  # [*, d]
@@ -291,6 +304,27 @@ def compress_embeddings(model: nn.Module, n_codebooks: int = 32, n_codes: int = 
     return reports
 
 
+def _checked_codes(key: str, codes, codebooks, emb: nn.Embedding):
+    """(M, K) of a stored table: codes [V, M] of uint8, each below K, codebooks [M, K, d];
+    anything else is a damaged or crafted file (an index past K read other memory's rows)."""
+    from ...errors import UserError
+
+    ok = (
+        isinstance(codes, torch.Tensor) and isinstance(codebooks, torch.Tensor)
+        and codes.dtype == torch.uint8 and codes.dim() == 2 and codebooks.dim() == 3
+        and codes.size(0) == emb.num_embeddings and codes.size(1) == codebooks.size(0)
+        and codebooks.size(2) == emb.embedding_dim and 2 <= codebooks.size(1) <= 256
+    )
+    if ok and codes.numel() and int(codes.max()) >= codebooks.size(1):
+        raise UserError(f"the checkpoint is damaged: {key} holds code {int(codes.max())} but its codebooks have "
+                        f"{codebooks.size(1)} codes; use an intact copy, or compress the trained checkpoint again")
+    if not ok:
+        raise UserError(f"the checkpoint is damaged: {key} (and its .codebooks) do not form a compressed "
+                        f"[{emb.num_embeddings}, {emb.embedding_dim}] table; use an intact copy, or compress "
+                        "the trained checkpoint again")
+    return codes.size(1), codebooks.size(1)
+
+
 def restore_compressed_embeddings(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> int:
     """Before loading a compressed checkpoint into a freshly built model: turn the tables
     whose state is ``<path>.codes`` / ``<path>.codebooks`` into compressed ones. Returns how
@@ -304,7 +338,7 @@ def restore_compressed_embeddings(model: nn.Module, state_dict: Dict[str, torch.
         emb = modules.get(path)
         if type(emb) is not nn.Embedding:
             continue
-        M, K = codes.size(1), state_dict[path + ".codebooks"].size(1)
+        M, K = _checked_codes(key, codes, state_dict.get(path + ".codebooks"), emb)
         table = CompositionalEmbedding(emb.num_embeddings, emb.embedding_dim, M, K, emb.padding_idx)
         table = table.to(emb.weight.device)
         _retie(model, emb.weight, table)

@@ -13,6 +13,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def _same_values(snapshot, params) -> bool:
+    return len(snapshot) == len(params) and all(
+        s.shape == p.shape and s.dtype == p.dtype and s.device == p.device and torch.equal(s, p)
+        for s, p in zip(snapshot, params)
+    )
+
+
 class UnitTiedOutputProjection(nn.Module):
     """``decoder.output_projection`` for ``--define-output-layer tied_unit``."""
 
@@ -34,9 +41,12 @@ class UnitTiedOutputProjection(nn.Module):
         if torch.is_grad_enabled() or emb.cached_table is not None:
             self._table = None
             return emb.vocabulary_table()
-        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in emb.parameters())
-        if self._table is None or self._table[0] != key:
-            self._table = (key, emb.vocabulary_table())
+        # reused while every parameter holds the values it was computed from: compared whole,
+        # since an edit through .data changes neither data_ptr nor the version counter (and
+        # reading the unit's parameters costs less than the [V, m] table each step reads)
+        params = list(emb.parameters())
+        if self._table is None or not _same_values(self._table[0], params):
+            self._table = ([p.detach().clone() for p in params], emb.vocabulary_table())
         return self._table[1]
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
