@@ -34,6 +34,7 @@ setup(
             "fairseq-define-cache-tables = fairseq_define.tools.cache_tables:main",
             "fairseq-define-compress = fairseq_define.tools.compress:main",
             "fairseq-define-results = fairseq_define.tools.results:main",
+            "fairseq-define-export = fairseq_define.tools.export:main",
         ]
     },
 )
