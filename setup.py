@@ -24,7 +24,8 @@ setup(
         "matplotlib",
     ],
     # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)
-    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"]},
+    # deploy: CTranslate2, the inference engine fairseq-define-export --ct2 converts to (docs/inference.md)
+    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"], "deploy": ["ctranslate2>=4.0"]},
     entry_points={
         "console_scripts": [
             "fairseq-define-patch-fairseq = fairseq_define_patch:main",

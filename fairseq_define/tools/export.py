@@ -97,7 +97,7 @@ def untied_adaptive_softmax(asm, prefix: str) -> dict:
 
 # -- the families ----------------------------------------------------------------------
 # Each takes the DeFINE model and its stored config; returns (stock model config, stock task
-# name, task settings, weights by stock name, prefixes of the DeFINE weights they consumed).
+# name, weights by stock name, prefixes of the DeFINE weights they consumed).
 
 
 def _namespace(args, model_cls, task_cls, **settings) -> Namespace:
@@ -151,7 +151,7 @@ def export_translation(model, args):
         share_decoder_input_output_embed=form == "tied_unit",
         tie_adaptive_weights=False,
     )
-    return ns, "translation", {}, weights, consumed
+    return ns, "translation", weights, consumed
 
 
 def export_transformer_lm(model, cfg):
@@ -182,7 +182,7 @@ def export_transformer_lm(model, cfg):
     keys = dataclass_keys(TransformerLanguageModelConfig)
     model_cfg = {k: v for k, v in dict(cfg).items() if k in keys}
     model_cfg.update(settings, _name="transformer_lm", decoder_input_dim=weights["decoder.embed_tokens.weight"].size(1))
-    return model_cfg, "language_modeling", {}, weights, consumed
+    return model_cfg, "language_modeling", weights, consumed
 
 
 def export_lstm_lm(model, cfg):
@@ -229,7 +229,7 @@ def export_lstm_lm(model, cfg):
         decoder_attention="0", decoder_dropout_in=0.0, decoder_dropout_out=0.0, dropout=0.0, residuals=False,
         decoder_embed_path=None, share_decoder_input_output_embed=False, adaptive_softmax_cutoff=cutoff,
     )
-    return ns, "language_modeling", {}, weights, ["decoder.embed_tokens.", "decoder.layers.", "decoder.adaptive_softmax."]
+    return ns, "language_modeling", weights, ["decoder.embed_tokens.", "decoder.layers.", "decoder.adaptive_softmax."]
 
 
 def export_family(model):
@@ -272,7 +272,7 @@ def stock_weights(stock, model, weights: dict, consumed) -> dict:
             continue
         if new.shape != value.shape:
             raise NotExportable(f"{key} is {tuple(new.shape)} here but {tuple(value.shape)} in fairseq's model")
-        out[key] = new.detach().to(value.dtype).clone()
+        out[key] = new.detach().to(device=value.device, dtype=value.dtype).clone()  # the stock model: CPU, fp32
     if missing:
         raise NotExportable(f"fairseq's model has weights this one lacks: {', '.join(missing[:4])}")
     unused = [k for k in own if k not in out and not k.startswith(tuple(consumed)) and not k.endswith("._float_tensor")]
@@ -289,15 +289,15 @@ def probe_difference(a, b, dictionary, translation: bool) -> float:
     eos = dictionary.eos()
 
     def tokens(length):
-        t = torch.randint(dictionary.nspecial, len(dictionary), (4, length), generator=g)
-        return t
+        return torch.randint(dictionary.nspecial, len(dictionary), (4, length), generator=g)
 
     src = torch.cat([tokens(9), torch.full((4, 1), eos)], 1)  # [4, 10]
     prev = torch.cat([torch.full((4, 1), eos), tokens(7)], 1)  # [4, 8]
     results = []
     for m in (a, b):
-        out = m(src, torch.full((4,), 10), prev) if translation else m(prev)
-        results.append(m.get_normalized_probs(out, log_probs=True).float())
+        dev = next(m.parameters()).device  # a hub model may be on a GPU; the stock one is on the CPU
+        out = m(src.to(dev), torch.full((4,), 10, device=dev), prev.to(dev)) if translation else m(prev.to(dev))
+        results.append(m.get_normalized_probs(out, log_probs=True).float().cpu())
     return (results[0] - results[1]).abs().max().item()
 
 
@@ -315,23 +315,23 @@ def export_state(model, cfg, task, num_updates: int = 0) -> dict:
     model_cfg = cfg["model"] if isinstance(cfg["model"], Namespace) else plain_cfg["model"]
     family = export_family(model)
     with torch.no_grad():
-        new_model_cfg, task_name, task_values, weights, consumed = family(model, model_cfg)
+        new_model_cfg, task_name, weights, consumed = family(model, model_cfg)
     build_cfg = OmegaConf.create(new_model_cfg) if isinstance(new_model_cfg, dict) else Namespace(**vars(new_model_cfg))
+    arch = build_cfg["_name"] if isinstance(new_model_cfg, dict) else build_cfg.arch
     try:
         stock = fairseq_models.build_model(build_cfg, task).eval()
     except (ValueError, AssertionError) as e:
-        raise NotExportable(f"fairseq's {task_name} model cannot be built from its settings: {e}") from None
+        raise NotExportable(f"fairseq's {arch} model cannot be built from its settings: {e}") from None
     stock.load_state_dict(stock_weights(stock, model, weights, consumed), strict=True)
     translation = task_name == "translation"
     diff = probe_difference(model, stock, task.target_dictionary, translation)
     if not diff <= PROBE_TOLERANCE:
         raise NotExportable(f"fairseq's model computes other log-probabilities (by up to {diff:.3g} on a probe "
                             "batch), so it is not an exact form of this model")
-    logger.info("fairseq's %s model matches on a probe batch (log-probabilities within %.1e)",
-                getattr(new_model_cfg, "arch", None) or new_model_cfg["_name"], diff)
+    logger.info("fairseq's %s model matches on a probe batch (log-probabilities within %.1e)", arch, diff)
     return {
         "args": None,
-        "cfg": stock_config(plain_cfg, new_model_cfg, task_name, task_values),
+        "cfg": stock_config(plain_cfg, new_model_cfg, task_name),
         "model": stock.state_dict(),
         "criterion": None,
         "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "FairseqOptimizer",
@@ -372,21 +372,73 @@ def export_checkpoint(path: str, output: str, data=None) -> str:
     return getattr(model_cfg, "arch", None) or model_cfg["_name"]
 
 
+def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> None:
+    """CTranslate2's fairseq converter on an exported checkpoint (``pip install
+    'fairseq-define[deploy]'``). fairseq stores a translation model's settings as an
+    argparse Namespace, which torch's weights-only loader (the converter's default) refuses;
+    the file is first read by fairseq's safe loader, which admits only plain data, and the
+    converter then reads it with Namespace allowed. ``quantization``: e.g. int8, float16."""
+    from fairseq import checkpoint_utils
+
+    try:
+        from ctranslate2.converters import FairseqConverter
+    except ImportError:
+        raise UserError("CTranslate2 is not installed: pip install 'fairseq-define[deploy]' (or ctranslate2)") from None
+    try:
+        checkpoint_utils.safe_torch_load(str(export_path), map_location="cpu")
+    except checkpoint_utils.CheckpointLoadError as e:
+        raise UserError(str(e)) from None
+    if os.path.lexists(output_dir):
+        raise UserError(f"{output_dir} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
+    with torch.serialization.safe_globals([Namespace]):
+        FairseqConverter(str(export_path), str(data)).convert(str(output_dir), quantization=quantization)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-export", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="trained fairseq-define checkpoint (live DeFINE units or cached tables)")
     parser.add_argument("output", help="the stock fairseq checkpoint to write (must not exist)")
     parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    parser.add_argument("--ct2", metavar="DIR", help="also convert the export to a CTranslate2 model in DIR "
+                        "(translation models; needs ctranslate2: pip install 'fairseq-define[deploy]')")
+    parser.add_argument("--ct2-quantization", metavar="TYPE", help="CTranslate2 weight type, e.g. int8 or float16 "
+                        "(default: as trained, float32)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import fairseq_define  # noqa: F401  (registers the models the checkpoint names)
 
     try:
+        if args.ct2:
+            if os.path.lexists(args.ct2):
+                raise UserError(f"{args.ct2} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
+            import ctranslate2  # noqa: F401  (before the export: refuse early)
+    except ImportError:
+        return cli_error(parser.prog, "--ct2 needs CTranslate2: pip install 'fairseq-define[deploy]' (or ctranslate2)")
+    except UserError as e:
+        return cli_error(parser.prog, e)
+    try:
         arch = export_checkpoint(args.checkpoint, args.output, args.data)
     except UserError as e:
         return cli_error(parser.prog, e)
     logger.info("wrote %s: fairseq's %s, loads without --user-dir", args.output, arch)
+    if args.ct2:
+        if arch != "transformer":
+            return cli_error(parser.prog, f"--ct2 converts translation models; {args.output} is a {arch} "
+                             f"(ct2-fairseq-converter reads fairseq's transformer_lm without --adaptive-input)")
+        data = args.data or safe_data_dir(args.output)
+        try:
+            convert_to_ctranslate2(args.output, data, args.ct2, args.ct2_quantization)
+        except UserError as e:
+            return cli_error(parser.prog, e)
+        logger.info("wrote %s: the CTranslate2 model (%s)", args.ct2, args.ct2_quantization or "float32")
     return 0
+
+
+def safe_data_dir(path) -> str:
+    """The data directory an exported checkpoint names (its task's data)."""
+    from fairseq import checkpoint_utils
+
+    return checkpoint_utils.safe_torch_load(str(path), map_location="cpu")["cfg"]["task"]["data"]
 
 
 if __name__ == "__main__":

@@ -91,10 +91,10 @@ def stock_registry_section(section: str, value):
     return {"_name": name, **{k: v for k, v in dict(value).items() if k in keys}}
 
 
-def stock_config(cfg: dict, model, task_name: str, task_values: dict) -> dict:
+def stock_config(cfg: dict, model, task_name: str) -> dict:
     """A copy of a checkpoint's ``cfg`` (a dict, as fairseq saves it) with ``model`` as its
-    model section, the stock task ``task_name`` (its fields from the original task section
-    and ``task_values``), and every other section reduced to stock keys; no ``--user-dir``."""
+    model section, the stock task ``task_name`` (its fields from the original task section),
+    and every other section reduced to stock keys; no ``--user-dir``."""
     from fairseq.tasks import TASK_DATACLASS_REGISTRY
 
     out = {"_name": None}
@@ -106,6 +106,6 @@ def stock_config(cfg: dict, model, task_name: str, task_values: dict) -> dict:
         out[name] = stock_registry_section(name, cfg.get(name))
     task_keys = dataclass_keys(TASK_DATACLASS_REGISTRY[task_name])
     task = {k: v for k, v in dict(cfg.get("task") or {}).items() if k in task_keys}
-    out["task"] = {"_name": task_name, **task, **task_values}
+    out["task"] = {**task, "_name": task_name}
     out["model"] = model
     return out
