@@ -92,7 +92,7 @@ def main():
     parser.add_argument("--tgt", default="de")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads for every system")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for every system (on a shared machine, more threads than free cores make torch many times slower)")
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
     parser.add_argument("--work", type=Path, default=None, help="folder for the export and data (default: a temporary one)")
     args = parser.parse_args()

@@ -2,7 +2,8 @@
 architecture, which a stock fairseq loads without this plugin (no ``--user-dir``) and which
 CTranslate2's ``ct2-fairseq-converter`` reads (docs/inference.md, "Deploy").
 
-    fairseq-define-export checkpoints/checkpoint_best.pt export.pt [--data data-bin]
+    fairseq-define-export checkpoints/checkpoint_best.pt export.pt [--data data-bin] \
+        [--ct2 ct2_model --ct2-quantization int8]
 
 DeFINE maps each token on its own (paper section 3.4), so each side's embedding is computed
 once into a plain ``embed_tokens`` table, as fairseq-define-cache-tables does; the models
@@ -26,7 +27,9 @@ against the DeFINE model's on a probe batch; a difference above 1e-4 is refused.
 import argparse
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from argparse import Namespace
 
 import torch
@@ -282,17 +285,18 @@ def stock_weights(stock, model, weights: dict, consumed) -> dict:
 
 
 @torch.no_grad()
-def probe_difference(a, b, dictionary, translation: bool) -> float:
+def probe_difference(a, b, task, translation: bool) -> float:
     """The largest difference of the two models' log-probabilities on a fixed batch of
     vocabulary tokens (4 sentences; for translation, sources of 9 tokens and prefixes of 7)."""
     g = torch.Generator().manual_seed(0)
-    eos = dictionary.eos()
 
-    def tokens(length):
+    def tokens(dictionary, length):
         return torch.randint(dictionary.nspecial, len(dictionary), (4, length), generator=g)
 
-    src = torch.cat([tokens(9), torch.full((4, 1), eos)], 1)  # [4, 10]
-    prev = torch.cat([torch.full((4, 1), eos), tokens(7)], 1)  # [4, 8]
+    src_dict, tgt_dict = (task.source_dictionary, task.target_dictionary) if translation else (None, task.target_dictionary)
+    prev = torch.cat([torch.full((4, 1), tgt_dict.eos()), tokens(tgt_dict, 7)], 1)  # [4, 8]
+    if translation:
+        src = torch.cat([tokens(src_dict, 9), torch.full((4, 1), src_dict.eos())], 1)  # [4, 10]
     results = []
     for m in (a, b):
         dev = next(m.parameters()).device  # a hub model may be on a GPU; the stock one is on the CPU
@@ -310,7 +314,7 @@ def export_state(model, cfg, task, num_updates: int = 0) -> dict:
 
     from .stock_config import stock_config
 
-    model = model.eval()
+    model.eval()  # (not model = model.eval(): a hub model's train(), set by make_generation_fast_, returns None)
     plain_cfg = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else dict(cfg)
     model_cfg = cfg["model"] if isinstance(cfg["model"], Namespace) else plain_cfg["model"]
     family = export_family(model)
@@ -324,7 +328,7 @@ def export_state(model, cfg, task, num_updates: int = 0) -> dict:
         raise NotExportable(f"fairseq's {arch} model cannot be built from its settings: {e}") from None
     stock.load_state_dict(stock_weights(stock, model, weights, consumed), strict=True)
     translation = task_name == "translation"
-    diff = probe_difference(model, stock, task.target_dictionary, translation)
+    diff = probe_difference(model, stock, task, translation)
     if not diff <= PROBE_TOLERANCE:
         raise NotExportable(f"fairseq's model computes other log-probabilities (by up to {diff:.3g} on a probe "
                             "batch), so it is not an exact form of this model")
@@ -390,8 +394,15 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
         raise UserError(str(e)) from None
     if os.path.lexists(output_dir):
         raise UserError(f"{output_dir} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
-    with torch.serialization.safe_globals([Namespace]):
-        FairseqConverter(str(export_path), str(data)).convert(str(output_dir), quantization=quantization)
+    # converted into a fresh folder beside it, renamed when complete: all or nothing
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(output_dir))}.", dir=parent)
+    try:
+        with torch.serialization.safe_globals([Namespace]):
+            FairseqConverter(str(export_path), str(data)).convert(tmp, quantization=quantization, force=True)
+        os.rename(tmp, output_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv=None) -> int:
@@ -423,8 +434,9 @@ def main(argv=None) -> int:
     logger.info("wrote %s: fairseq's %s, loads without --user-dir", args.output, arch)
     if args.ct2:
         if arch != "transformer":
-            return cli_error(parser.prog, f"--ct2 converts translation models; {args.output} is a {arch} "
-                             f"(ct2-fairseq-converter reads fairseq's transformer_lm without --adaptive-input)")
+            return cli_error(parser.prog, f"wrote {args.output}, but --ct2 converts translation models and this is "
+                             f"a {arch}: drop --ct2 (ct2-fairseq-converter reads a transformer_lm without an "
+                             "adaptive softmax)")
         data = args.data or safe_data_dir(args.output)
         try:
             convert_to_ctranslate2(args.output, data, args.ct2, args.ct2_quantization)
