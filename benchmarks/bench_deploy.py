@@ -6,15 +6,18 @@ three ways with the same beam, sentences per second and detokenized sacreBLEU si
     ct2 int8     CTranslate2 on the CPU, int8 weights (fairseq-define-export --ct2 ... int8)
 
     .venv/bin/python benchmarks/bench_deploy.py --path CHECKPOINT --data-bin DATA_BIN --bpe-codes CODES \\
-        [--data-root ../shared/data] [--test wmt14_en_de/test/newstest2014] [--beam 4] [--threads 2]
+        [--data-root ../shared/data] [--test wmt14_en_de/test/newstest2014] [--beam 4] [--threads 1]
 
-Command (the measured run, docs/inference.md): the Multi30k model of study 1 (define_transformer,
-d=128, 3+3 layers, the authors' unit, untied output; docs/studies.md) on Multi30k's
-test_2016_flickr, and on newstest2014 (--test wmt14_en_de/test/newstest2014), out of its domain.
-Hardware: the project's 2-core CPU machine, shared; every system runs with --threads threads.
-Time: about 2-6 minutes a test set (conversion and three translations).
-Expected: the export scores the plugin's BLEU exactly (the same hypotheses); CTranslate2 int8 is
-several times faster at a BLEU within about 0.3 (int8 weights change a few hypotheses).
+Command (the measured run, docs/inference.md "Deploy"): study 1's Multi30k model
+(define_transformer, d=128, 3+3 layers, the authors' unit, untied output; docs/studies.md) with
+--test multi30k/raw/test_2016_flickr, and with the default newstest2014, out of its domain.
+Hardware: the project's 2-core CPU machine, loaded by other work; every system gets --threads
+threads (1: more threads than free cores make torch many times slower there).
+Time: 44 s for Multi30k's 1,000 sentences, 4 min 41 s for newstest2014's 3,003 (conversion
+and three translations).
+Expected: the export gives the plugin's hypotheses and BLEU; CTranslate2 int8 is several times
+faster at a BLEU within about 0.3 (int8 weights change some hypotheses); the measured table is
+in docs/inference.md.
 
 Source text is prepared as run_scripts/prepare_wmt14_en_de.sh prepares it (sacremoses
 normalize, tokenize -a -x; the model's subword-nmt codes), hypotheses scored as
