@@ -266,10 +266,9 @@ def test_the_export_holds_only_stock_settings_and_classes(nmt_export):
 
 def test_ctranslate2_greedy_output_and_scores_equal_fairseq_generate(nmt_export, wmt_bin, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from fairseq_define.tools.export import convert_to_ctranslate2
-
-    data, _, out, _ = nmt_export
-    convert_to_ctranslate2(out, data, tmp_path / "ct2")
+    data, ckpt, out, _ = nmt_export
+    log = run_cli("fairseq-define-export", ckpt, tmp_path / "export.pt", "--data", data, "--ct2", tmp_path / "ct2").stdout
+    assert f"wrote {tmp_path / 'ct2'}: the CTranslate2 model (float32)" in log
     source = [l.split() for l in (wmt_bin / "test.bpe.en").read_text(encoding="utf-8").splitlines()]
     target = [l.split() for l in (wmt_bin / "test.bpe.de").read_text(encoding="utf-8").splitlines()]
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", compute_type="float32")
