@@ -16,7 +16,7 @@ from fairseq_define.modules import cache_define_tables
 from fairseq_define.tools.export import NotExportable, export_state
 
 from .helpers import (
-    TINY, TINY_TIED, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,
+    TINY, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,
     snapshot, tiny_lm, tiny_lstm, tiny_model,
 )
 
