@@ -24,7 +24,8 @@ setup(
         "matplotlib",
     ],
     # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)
-    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"]},
+    # deploy: CTranslate2, the inference engine fairseq-define-export --ct2 converts to (docs/inference.md)
+    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"], "deploy": ["ctranslate2>=4.0"]},
     entry_points={
         "console_scripts": [
             "fairseq-define-patch-fairseq = fairseq_define_patch:main",
@@ -34,6 +35,7 @@ setup(
             "fairseq-define-cache-tables = fairseq_define.tools.cache_tables:main",
             "fairseq-define-compress = fairseq_define.tools.compress:main",
             "fairseq-define-results = fairseq_define.tools.results:main",
+            "fairseq-define-export = fairseq_define.tools.export:main",
         ]
     },
 )

@@ -15,6 +15,7 @@ from ..modules.define.config import DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
 from ..param_report import log_parameter_distribution
+from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 
 
@@ -157,3 +158,10 @@ class DefineLanguageModel(InferenceTablesMixin, FairseqLanguageModel):
 
     def define_options(self):
         return self.decoder.cfg
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loading; the interface also exports an LSTM model to fairseq's own
+        lstm_lm where that is exact (``hub.export(path)``)."""
+        return from_pretrained(cls, LanguageModelHubInterface, model_name_or_path, checkpoint_file,
+                               data_name_or_path, **kwargs)

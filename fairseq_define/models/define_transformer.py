@@ -26,7 +26,7 @@ from ..modules.define.options import DefineOptions
 from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import TABLE_3, TABLE_3_UNIT, table_architectures
-from .hub_interface import TranslationHubInterface
+from .hub_interface import TranslationHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
 
@@ -141,13 +141,10 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub loading; the interface also scores given translations
-        (``hub.score(sources, targets=...)``, :class:`TranslationHubInterface`)."""
-        from fairseq import hub_utils
-
-        x = hub_utils.from_pretrained(
-            model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(), **kwargs
-        )
-        return TranslationHubInterface(x["args"], x["task"], x["models"])
+        (``hub.score(sources, targets=...)``, :class:`TranslationHubInterface`) and exports
+        the model to fairseq's own transformer (``hub.export(path)``)."""
+        return from_pretrained(cls, TranslationHubInterface, model_name_or_path, checkpoint_file, data_name_or_path,
+                               **kwargs)
 
     @classmethod
     def build_embedding(cls, args, dictionary, embed_dim, path=None):

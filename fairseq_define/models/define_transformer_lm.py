@@ -39,6 +39,7 @@ from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from ..tools.paper_tables import tlm_wiki103
 from .define_transformer import OUTPUT_LAYER_CHOICES
+from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
 
@@ -71,6 +72,13 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
     @classmethod
     def hub_models(cls):
         return {}  # fairseq's transformer_lm downloads are models without DeFINE
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loading; the interface also exports the model to fairseq's own
+        transformer_lm (``hub.export(path)``)."""
+        return from_pretrained(cls, LanguageModelHubInterface, model_name_or_path, checkpoint_file,
+                               data_name_or_path, **kwargs)
 
     def __init__(self, decoder, args=None):
         super().__init__(decoder)

@@ -1,6 +1,7 @@
-"""The hub interface of define_transformer: fairseq's GeneratorHubInterface (translate,
-sample, generate), plus scoring a given translation, which fairseq's ``score`` leaves out
-for translation tasks."""
+"""The hub interfaces of the DeFINE models: fairseq's GeneratorHubInterface (translate,
+sample, generate), plus ``export(path)`` (the model as a checkpoint of fairseq's own
+architecture, as fairseq-define-export writes it) and, for define_transformer, scoring a
+given translation, which fairseq's ``score`` leaves out for translation tasks."""
 
 import copy
 
@@ -11,7 +12,34 @@ from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
 
 
-class TranslationHubInterface(GeneratorHubInterface):
+def from_pretrained(model_cls, interface, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs):
+    """fairseq's hub loading (``BaseFairseqModel.from_pretrained``), returning ``interface``."""
+    from fairseq import hub_utils
+
+    x = hub_utils.from_pretrained(
+        model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_cls.hub_models(), **kwargs
+    )
+    return interface(x["args"], x["task"], x["models"])
+
+
+class ExportHubMixin:
+    def export(self, path):
+        """Write the model as a checkpoint of fairseq's own architecture (transformer,
+        transformer_lm, lstm_lm), which a stock fairseq loads without this plugin:
+        what ``fairseq-define-export CHECKPOINT PATH`` writes (docs/inference.md, "Deploy").
+        ``path`` must not exist; a model stock fairseq cannot express raises a UserError
+        naming why."""
+        from ..output_files import save_checkpoint
+        from ..tools.export import export_state
+
+        save_checkpoint(export_state(self.models[0], self.cfg, self.task), path, flag=None)
+
+
+class LanguageModelHubInterface(ExportHubMixin, GeneratorHubInterface):
+    """fairseq's hub interface for the DeFINE language models, with ``export``."""
+
+
+class TranslationHubInterface(ExportHubMixin, GeneratorHubInterface):
     def score(self, sentences, targets=None, **kwargs):
         """Log-probabilities of ``targets`` given the source ``sentences``, as
         ``fairseq-generate --score-reference`` computes them.
