@@ -57,7 +57,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "ce2c13446e8df4d133e0257fb5ad6b1c7c0984e06dff9d5db3939f8926a02f8b",
+        "11983acc3e6ef6fa7295dec922420a07cb4b3c0dd3dea9f2e8c7f95293d910e4",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
@@ -145,7 +145,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "d2847d47b530830ff79ca1c119c4bb86df67b5cbb86d73f81acebb260e8bbf39",
+        "91f8b9fd02c814ee59d76e2a527b855db51e5d738cefe3607a96af01c3fe2ed3",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -346,5 +346,17 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/models/wav2vec/wav2vec2_asr.py": (
         "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
         "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
+    ),
+    "fairseq/_define_runtime/precision_devices.py": (
+        None,
+        "9ddab263843bad4742d5731d78bde1336ef33fc83d4a0065511e5b480a3785df",
+    ),
+    "fairseq/_define_runtime/training_divergence.py": (
+        None,
+        "f9496e28e6e63cc6def1eb1d99e94415ff1a1835175641482c6a20ac2ab5a6e5",
+    ),
+    "fairseq/optim/fairseq_optimizer.py": (
+        "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
+        "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
     ),
 }
