@@ -25,7 +25,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/plugin_names.py": (
         None,
-        "5b47c187b3817ebce539356b972e04c315a4e8c1aaea95af9702bab0c1222a22",
+        "7fa5beb94c40ecd62841bdfd00254a43ec05a6f571f1098839b88c0ac30c7e8f",
     ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
@@ -49,7 +49,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
-        "e8690f81d0fea75859d43dd8106a01f8c6327384865ddff5347779d320a37bc7",
+        "825d6a741ca6c68fcba3ed4cd74c16ed08c8aca3fae89a2b53c1d5598f0dafe4",
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
@@ -57,11 +57,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "11983acc3e6ef6fa7295dec922420a07cb4b3c0dd3dea9f2e8c7f95293d910e4",
+        "ac784b8131545c5d7545b5964a213382e4e0c06fc65ac37aa02063c7961ac323",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
-        "8bf0339a3887c8d651466f601eba7eb6aa5272602243ca9a3341ce482ef2168d",
+        "8f2f7177690892a1b3e1c028609524bdc8451457b481bb386090c028807b4ca5",
     ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
@@ -69,7 +69,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "ad6295598f7118c49cced633708799bb2b4501266a4ef1dde655404cee394dde",
+        "fd36d7b805ba78f552226822c23a7af34265872c65abae4f2b28f89f2f1681ef",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
@@ -117,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/modules/multihead_attention.py": (
         "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
-        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
+        "761967531227a7ce7088134a586d1a2b733c75d5639ca485c18e511241427533",
     ),
     "fairseq/data/token_block_dataset.py": (
         "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
@@ -129,7 +129,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "c32b5055941ab298d45715b640fd454d1a3f1dbce4a4d83226332845e11641d2",
+        "90f485b874fc41723fd1a3bffa9066f8fe69766dc0475575aec6f11f0becd9ee",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -173,7 +173,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "d06fc39ffef1c4ef9a15ee0f8785c3fc45c7acef9d6774c4035189a877507f9d",
+        "edd043e094951a387b48220ae41d6dd293d7be31a587dda064ecc606c8096cb9",
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
@@ -257,7 +257,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "4ca963026d5ca8d46f900b1afbe793da44c7c4b2023971c60b612b646bcafd66",
+        "c2008004a396a2c91d020874e9c557a63690586fd6a6bb8d19ce35bac39868a3",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -293,7 +293,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "08482ab00737f860b4b1750509f79b3d6e9e46e7229dc06d1cf69aca754fa1d7",
+        "5b42a4f9e4505a0ed039d7935ad438952e849c6920a82da1e2e300e95a53f91d",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
@@ -358,5 +358,33 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/optim/fairseq_optimizer.py": (
         "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
         "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
+    ),
+    "fairseq/_define_runtime/model_shapes.py": (
+        None,
+        "8ac7a8cd88e7c0b4aa66b6afc2310ba62b96c99a96f5fd437f4858863bdd47fb",
+    ),
+    "fairseq/_define_runtime/batch_sizes.py": (
+        None,
+        "c445fd7e440c41de81c52240dd05ccf814c566f3249f5c3d8499446b861787d6",
+    ),
+    "fairseq/_define_runtime/dictionary_files.py": (
+        None,
+        "1945bb32704c0b54cb44be6b23fe6142cd11a6c8e5331beeb44482f8ded712fb",
+    ),
+    "fairseq/_define_runtime/output_links.py": (
+        None,
+        "110828366d5d820a6b7a95a57e395200cb9061d79875290c2ddc082b98e314b6",
+    ),
+    "fairseq/_define_runtime/eval_lm_settings.py": (
+        None,
+        "3b5efcbe4f381eba22bd7283a6c564567f524211119ca4f2fb5cda95fff383a3",
+    ),
+    "fairseq/tasks/fairseq_task.py": (
+        "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
+        "341fb86b0731bd51d0e6132c3b899da9b6df0711c751a9095ce4dc87b6b6c9f5",
+    ),
+    "fairseq/data/dictionary.py": (
+        "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",
+        "479e5e95c292d826fc52b5cab9f435aca325a2d78475c473edc132303547ec33",
     ),
 }

@@ -169,6 +169,9 @@ def check_training_numbers(cfg):
     if _number(dataset.get("shard_id")) and _number(dataset.get("num_shards")) and dataset["shard_id"] >= dataset["num_shards"]:
         raise UserError("--shard-id {} is not below --num-shards {}: give a shard index from 0 to {}".format(
             dataset["shard_id"], dataset["num_shards"], dataset["num_shards"] - 1))
+    criterion, ddp = cfg.get("criterion", None), cfg.get("distributed_training", None)
+    if getattr(criterion, "_name", None) == "adaptive_loss" and getattr(ddp, "ddp_backend", None) in ("c10d", "pytorch_ddp"):
+        raise UserError("--criterion adaptive_loss needs fairseq's own DistributedDataParallel: add --ddp-backend legacy_ddp")
     check_precision_device(cfg)
 
 
