@@ -57,7 +57,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "ac784b8131545c5d7545b5964a213382e4e0c06fc65ac37aa02063c7961ac323",
+        "573aaf6c23b4ebf4b8ab830c5ad2d4cd126311f939494fb1ca3bef7f19feccfe",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,

@@ -347,3 +347,264 @@ def test_binarized_data_is_checked_whole(tmp_path, how, expected):
     with pytest.raises(FairseqUserError) as info:
         indexed_dataset.MMapIndexedDataset(str(prefix))
     assert expected in str(info.value) and "run fairseq-preprocess again" in str(info.value)
+
+
+# -- training numbers, shapes and sizes, text inputs and outputs -----------------------------
+# Every optimizer, schedule, interval and precision setting has a range (runtime/
+# training_settings.py's one table); the rows name at least one setting of each kind.
+TRAINING_RANGE_MISTAKES = [
+    (["--required-batch-size-multiple", "0"], "--required-batch-size-multiple 0 must be at least 1"),  # SIGFPE
+    (["--save-interval", "0"], "--save-interval 0 must be at least 1"),  # crashed after an epoch
+    (["--validate-interval", "0"], "--validate-interval 0 must be at least 1"),
+    (["--keep-last-epochs", "-2"], "--keep-last-epochs -2 is negative"),
+    (["--patience", "0"], "--patience 0 must be at least 1"),
+    (["--log-interval", "0"], "--log-interval 0 must be at least 1"),
+    (["--num-shards", "2", "--shard-id", "2"], "--shard-id 2 is not below --num-shards 2"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "-5"], "--end-learning-rate -5.0 is negative"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--power", "-1"], "--power -1.0 must be positive"),
+    (["--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "-5"], "--warmup-init-lr -5.0 is negative"),
+    (["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "1.5"], "--lr-shrink 1.5 is not a shrink factor"),
+    (["--lr-scheduler", "cosine", "--t-mult", "0"], "--t-mult 0.0 must be positive"),
+    (["--adam-eps", "-1"], "--adam-eps -1.0 must be positive"),
+    (["--adam-betas", "(0.9, 1.5)"], "--adam-betas 1.5 holds a beta outside [0, 1)"),
+    (["--adam-betas", "(-0.1, 0.98)"], "--adam-betas -0.1 holds a beta outside [0, 1)"),
+    (["--optimizer", "sgd", "--momentum", "1.5"], "--momentum 1.5 is not a momentum"),  # a Namespace group
+    (["--optimizer", "adamax", "--adamax-betas", "(0.9, 1)"], "--adamax-betas 1 holds a beta outside [0, 1)"),
+    (["--fp16-init-scale", "0"], "--fp16-init-scale 0 must be positive"),
+    (["--criterion", "adaptive_loss"], "--criterion adaptive_loss needs fairseq's own DistributedDataParallel"),
+    (["--fp16"], "--fp16 trains on a CUDA GPU, and this machine has no CUDA GPU"),
+    (["--fp16", "--cpu"], "--fp16 trains on a CUDA GPU, and this run is on the CPU (--cpu)"),
+    (["--amp", "--cpu"], "--amp trains under CUDA's autocast, and this run is on the CPU (--cpu)"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", TRAINING_RANGE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_RANGE_MISTAKES])
+def test_every_training_setting_has_a_range(monkeypatch, flags, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same rows on a GPU machine
+    with pytest.raises(FairseqUserError) as info:
+        check_training_numbers(training_cfg(*flags))
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "-1"],  # -1: fairseq's "unset"
+    ["--keep-last-epochs", "-1", "--keep-interval-updates", "0", "--patience", "-1"],
+    ["--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9", "--required-batch-size-multiple", "1"],
+    ["--lr-scheduler", "polynomial_decay", "--end-learning-rate", "0", "--power", "2", "--total-num-update", "10"],
+    ["--optimizer", "sgd", "--momentum", "0"],
+    ["--bf16", "--cpu"], ["--memory-efficient-fp16", "--cpu"],
+], ids=lambda f: " ".join(f))
+def test_edge_values_of_the_training_ranges_pass(monkeypatch, flags):
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    check_training_numbers(training_cfg(*flags))
+
+
+def test_precision_against_a_gpu(monkeypatch):
+    """On CUDA --fp16 and --amp train; --bf16 needs a GPU that has bfloat16 (faked here)."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.precision_devices import check_precision_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
+    check_precision_device(training_cfg("--fp16"))
+    check_precision_device(training_cfg("--amp"))
+    check_precision_device(training_cfg("--bf16", "--cpu"))
+    with pytest.raises(FairseqUserError, match="--bf16 needs a GPU with bfloat16 support, and Tesla V100 has none"):
+        check_precision_device(training_cfg("--bf16"))
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ({"lr": -1}, "--optimizer-overrides: lr -1 is negative"),
+    ({"lr": float("nan")}, "--optimizer-overrides: lr nan is not a finite number"),
+    ({"eps": 0}, "--optimizer-overrides: eps 0 must be positive"),
+    ({"betas": (0.9, 1.2)}, "--optimizer-overrides: betas 1.2 holds a beta outside [0, 1)"),
+    ({"weight_decay": -0.1}, "--optimizer-overrides: weight_decay -0.1 is negative"),
+    ({"lrr": 0.1}, "--optimizer-overrides names 'lrr', which this optimizer does not have: its settings are amsgrad, betas"),
+    ([1, 2], "--optimizer-overrides must be a dict of settings"),
+], ids=["lr", "nan", "eps", "betas", "weight_decay", "unknown", "not_a_dict"])
+def test_optimizer_overrides_are_checked_as_they_are_applied(overrides, expected):
+    """What fairseq/optim/fairseq_optimizer.py does when a resumed optimizer takes the overrides."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_optimizer_overrides
+
+    group = torch.optim.Adam([torch.zeros(2, requires_grad=True)]).param_groups[0]
+    with pytest.raises(FairseqUserError) as info:
+        check_optimizer_overrides(group, overrides)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+    assert check_optimizer_overrides(group, {"lr": 1e-4, "betas": (0.9, 0.98)}) == {"lr": 1e-4, "betas": (0.9, 0.98)}
+
+
+def test_attention_heads_must_divide_the_width():
+    from fairseq import UserError as FairseqUserError
+    from fairseq.modules.multihead_attention import MultiheadAttention
+
+    with pytest.raises(FairseqUserError, match="an attention layer of width 32 cannot be split into 3 heads"):
+        MultiheadAttention(32, 3)
+    with pytest.raises(FairseqUserError, match="cannot be split into 0 heads"):
+        MultiheadAttention(32, 0)  # a ZeroDivisionError before
+    assert MultiheadAttention(32, 4).head_dim == 8
+
+
+def test_samples_against_max_tokens():
+    """The batcher's checks, in process: a sample longer than --max-tokens (the validation split is
+    not filtered by it), a split that may not drop any, a split with none left."""
+    import numpy as np
+    from fairseq import UserError as FairseqUserError
+    from fairseq.data import data_utils
+    from fairseq_define_patch.runtime.batch_sizes import check_sizes_left
+
+    sizes = np.array([5, 48, 7])
+    with pytest.raises(FairseqUserError, match="sample #1 has 48 tokens, more than --max-tokens 20 allows"):
+        data_utils.batch_by_size(np.arange(3), lambda i: int(sizes[i]), max_tokens=20)
+    with pytest.raises(FairseqUserError, match="sample #1 has 48 tokens"):
+        data_utils.batch_by_size(np.arange(3), None, num_tokens_vec=sizes, max_tokens=20)
+    assert len(data_utils.batch_by_size(np.arange(3), lambda i: int(sizes[i]), max_tokens=48)) >= 1
+    with pytest.raises(FairseqUserError, match="sentence #4 is longer than the model accepts"):
+        check_sizes_left(np.array([1]), np.array([4]), None, (30, 30), ignore_invalid_inputs=False)
+    with pytest.raises(FairseqUserError, match=r"every sample of this split \(2\) is longer"):
+        check_sizes_left(np.array([], dtype=int), np.array([0, 1]), None, 8, ignore_invalid_inputs=True)
+    check_sizes_left(np.array([1]), np.array([0]), None, 8, ignore_invalid_inputs=True)  # dropped with a warning
+
+
+# dict.*.txt as fairseq-preprocess writes it, damaged: (name, bytes, the one line)
+DICTIONARY_MISTAKES = [
+    ("no_count", b"the 5\nof\n", "dict.txt line 2: 'of' is not '<token> <count>'"),
+    ("count_not_a_number", b"the 5\nof many\n", "dict.txt line 2: the count 'many' of 'of' is not an integer"),
+    ("duplicate", b"the 5\nof 4\nthe 3\n", "dict.txt line 3: 'the' is listed already on line 1"),
+    ("special_symbol", b"<unk> 5\n", "dict.txt line 1: '<unk>' is listed already (a symbol the dictionary adds itself)"),
+    ("empty_line", b"the 5\n\nof 4\n", "dict.txt line 2: '' is not '<token> <count>'"),
+    ("not_utf8", b"the 5\ncaf\xe9 4\n", "dict.txt is not UTF-8 text (line 2: invalid continuation byte)"),
+]
+
+
+@pytest.mark.parametrize("name,content,expected", DICTIONARY_MISTAKES, ids=[m[0] for m in DICTIONARY_MISTAKES])
+def test_damaged_dictionaries(tmp_path, name, content, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq.data import Dictionary
+
+    (tmp_path / "dict.txt").write_bytes(content)
+    with pytest.raises(FairseqUserError) as info:
+        Dictionary.load(str(tmp_path / "dict.txt"))
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_dictionaries_fairseq_reads_still_load(tmp_path):
+    """Tokens with spaces (the last space separates the count), the overwrite flag, CRLF ends."""
+    from fairseq.data import Dictionary
+
+    (tmp_path / "dict.txt").write_bytes(b"the 5\r\nNew York 3\nthe 2 #fairseq:overwrite\n")
+    d = Dictionary.load(str(tmp_path / "dict.txt"))
+    assert d.index("New York") > d.unk() and d.count[d.index("the")] == 2
+
+
+@pytest.mark.parametrize("value,expected", [("10,20", [10, 20]), ("(10, 20.0)", [10, 20]), (4.0, [4]), ([3], [3])])
+def test_integer_lists_of_configs(value, expected):
+    from fairseq import utils
+
+    assert utils.eval_str_list(value, type=int) == expected
+
+
+def test_float_cutoffs_are_not_truncated():
+    from fairseq import UserError as FairseqUserError
+    from fairseq import utils
+
+    with pytest.raises(FairseqUserError, match="holds 10.5, which is not a whole number"):
+        utils.eval_str_list("10.5,20", type=int)  # fairseq's transformer, transformer_lm, lstm cutoffs
+    assert utils.eval_str_list("0.5,2", type=float) == [0.5, 2.0]
+
+
+LM_TINY = "define_transformer_lm_tiny"
+# define_transformer_lm settings that its output form would replace without a word: (flags, the line)
+DEFINE_LM_MISTAKES = [
+    (["--decoder-output-dim", "24"], "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
+    (["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-softmax-factor", "2"],
+     "--adaptive-softmax-factor 2.0 differs from --adaptive-input-factor 4"),
+    (["--adaptive-input", "--adaptive-input-cutoff", "20.5,50"], "--adaptive-input-cutoff must be comma-separated integers"),
+    (["--define-output-layer", "untied", "--adaptive-softmax-cutoff", "20,50.5"], "--adaptive-softmax-cutoff must be comma-separated integers"),
+    (["--define-output-layer", "untied", "--share-decoder-input-output-embed"],
+     "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its own"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", DEFINE_LM_MISTAKES, ids=[" ".join(f) for f, _ in DEFINE_LM_MISTAKES])
+def test_language_model_settings_are_not_replaced_silently(flags, expected):
+    assert expected in build_error(LM_TINY, flags)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--decoder-output-dim", "16"],  # n: what tied_map sets
+    ["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-input-factor", "2"],  # the softmax follows
+    ["--define-output-layer", "untied", "--decoder-output-dim", "24"],
+], ids=lambda f: " ".join(f))
+def test_language_model_settings_the_form_honours(flags):
+    build(LM_TINY, flags)
+
+
+@pytest.mark.parametrize("window,expected", [
+    (-1, "--context-window -1 is negative"), (64, "--context-window 64 leaves no token to score in blocks of "
+                                              "--tokens-per-sample 64"), (100, "--context-window 100 leaves no token"),
+])
+def test_eval_lm_context_window(window, expected):
+    from omegaconf import OmegaConf
+
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.eval_lm_settings import check_context_window
+
+    with pytest.raises(FairseqUserError, match=expected):
+        check_context_window(OmegaConf.create({"eval_lm": {"context_window": window}, "task": {"tokens_per_sample": 64}}))
+    check_context_window(OmegaConf.create({"eval_lm": {"context_window": 63}, "task": {"tokens_per_sample": 64}}))
+
+
+def test_input_from_a_pipe(tmp_path):
+    """fairseq-interactive --input /dev/stdin (or a named pipe) reads, as - does."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write("a b\nc\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert interactive_lines(fifo) == ["a b", "c"]
+    writer.join()
+
+
+def test_outputs_are_not_written_through_links(tmp_path):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.output_links import PREPROCESS_OUTPUT, check_no_links, open_output
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "generate-test.txt").symlink_to(victim)
+    with pytest.raises(FairseqUserError, match="generate-test.txt is a link where this tool writes its output"):
+        open_output(str(tmp_path / "generate-test.txt"), "--results-path")
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "valid1.en-de.de.idx").symlink_to(tmp_path / "missing")  # dangling: would be created
+    with pytest.raises(FairseqUserError, match=r"valid1.en-de.de.idx is a link \(to .*missing\)"):
+        check_no_links(str(tmp_path / "dest"), PREPROCESS_OUTPUT, "--destdir")
+    assert victim.read_text() == "keep" and not (tmp_path / "missing").exists()
+    with open_output(str(tmp_path / "out.txt"), "--results-path") as f:
+        f.write("ok\n")
+    assert (tmp_path / "out.txt").read_text() == "ok\n"
+
+
+def test_user_dir_that_is_a_file(tmp_path):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.plugin_names import check_user_dir
+
+    init = Path(__file__).resolve().parents[1] / "fairseq_define" / "__init__.py"
+    with pytest.raises(FairseqUserError, match=r"__init__.py is a file: .*did you mean .*fairseq_define\?"):
+        check_user_dir(str(init), str(init))
+    (tmp_path / "plugin.py").write_text("")
+    with pytest.raises(FairseqUserError, match="plugin.py is a file: give the plugin's package folder"):
+        check_user_dir(str(tmp_path / "plugin.py"), str(tmp_path / "plugin.py"))

@@ -180,7 +180,7 @@ def check_optimizer_overrides(param_group, overrides):
     parameter group as fairseq applies it (fairseq/optim/fairseq_optimizer.py): each key one
     the optimizer has, each value in its range. Returns ``overrides``."""
     if not isinstance(overrides, dict):
-        raise UserError("--optimizer-overrides must be a dict of settings, e.g. \"{'lr': 1e-4}\"; got {!r}".format(overrides))
+        raise UserError("--optimizer-overrides must be a dict of settings, e.g. \"{{'lr': 1e-4}}\"; got {!r}".format(overrides))
     known = sorted(k for k in param_group if k != "params")
     for key, value in overrides.items():
         if key not in param_group or key == "params":
