@@ -13,6 +13,8 @@ import torch
 
 from fairseq_define.errors import UserError
 
+from .helpers import USER_DIR
+
 
 def build(arch, flags=(), overrides=None):
     """What fairseq-train does with ``flags`` (and --model-overrides / a stored config with
@@ -608,3 +610,142 @@ def test_user_dir_that_is_a_file(tmp_path):
     (tmp_path / "plugin.py").write_text("")
     with pytest.raises(FairseqUserError, match="plugin.py is a file: give the plugin's package folder"):
         check_user_dir(str(tmp_path / "plugin.py"), str(tmp_path / "plugin.py"))
+
+
+# The same classes through the real commands, on tiny slices of tests/data: a language model
+# (PTB-style text, define_transformer_lm_tiny, one update) and a translation pair (WMT news,
+# fairseq's own transformer, one update, no --user-dir).
+@pytest.fixture(scope="module")
+def cli_slices(tmp_path_factory):
+    from .helpers import TEST_DATA, TINY_STOCK_TRANSFORMER, binarize_ptb_slice, head, run_cli
+
+    d = tmp_path_factory.mktemp("cli_slices")
+    lm = binarize_ptb_slice(d, 300, 40)
+    run_cli("fairseq-train", lm, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "define_transformer_lm_tiny",
+            "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "1", "--cpu", "--optimizer", "adam",
+            "--lr", "1e-3", "--save-dir", d / "lm_ck", "--no-epoch-checkpoints")
+    for split, count in (("train", 200), ("valid", 30)):
+        for lang in ("en", "de"):
+            head(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.{lang}", 0, count)
+    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref", d / "valid",
+            "--destdir", d / "mt", "--joined-dictionary", "--workers", "1")
+    run_cli("fairseq-train", d / "mt", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
+            "--max-update", "1", "--cpu", "--save-dir", d / "mt_ck", "--no-epoch-checkpoints")
+    return d
+
+
+def _lm_train(d, *flags, data="bin", user_dir=None):
+    return ("fairseq-train", d / data, "--user-dir", user_dir or USER_DIR, "--task", "language_modeling", "--arch",
+            "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "2", "--cpu",
+            "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "new_ck", *flags)
+
+
+def _mt_train(d, *flags):
+    from .helpers import TINY_STOCK_TRANSFORMER
+
+    return ("fairseq-train", d / "mt", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--max-tokens", "500",
+            "--max-update", "3", "--cpu", "--save-dir", d / "new_ck", *flags)
+
+
+def _eval_lm(d, *flags):
+    return ("fairseq-eval-lm", d / "bin", "--user-dir", USER_DIR, "--path", d / "lm_ck" / "checkpoint_last.pt", "--cpu",
+            "--max-tokens", "256", "--tokens-per-sample", "32", "--gen-subset", "valid", *flags)
+
+
+def _damaged_dict_copy(d):
+    """The slice's binarized folder with its dictionary's first token listed again on line 6."""
+    import shutil
+
+    shutil.rmtree(d / "bad_bin", ignore_errors=True)
+    shutil.copytree(d / "bin", d / "bad_bin")
+    lines = (d / "bin" / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (d / "bad_bin" / "dict.txt").write_text("".join(lines[:5] + lines[:1] + lines[5:]), encoding="utf-8")
+    return d / "bad_bin"
+
+
+def _planted_destdir(d):
+    import shutil
+
+    shutil.rmtree(d / "planted", ignore_errors=True)
+    (d / "planted").mkdir()
+    (d / "planted" / "train.en-de.en.bin").symlink_to(d / "victim.txt")
+    return d / "planted"
+
+
+def _planted_results(d):
+    (d / "results").mkdir(exist_ok=True)
+    if not (d / "results" / "generate-valid.txt").is_symlink():
+        (d / "results" / "generate-valid.txt").symlink_to(d / "victim.txt")
+    return d / "results"
+
+
+# (name, the command given the slices' folder, what the one line says)
+CLI_TRAINING_AND_TEXT_MISTAKES = [
+    ("batch_size_multiple_0", lambda d: _lm_train(d, "--required-batch-size-multiple", "0"),
+     "--required-batch-size-multiple 0 must be at least 1"),  # SIGFPE before
+    ("save_interval_0", lambda d: _lm_train(d, "--save-interval", "0"), "--save-interval 0 must be at least 1"),
+    ("negative_end_lr", lambda d: _lm_train(d, "--lr-scheduler", "polynomial_decay", "--total-num-update", "10",
+                                            "--end-learning-rate", "-5"), "--end-learning-rate -5.0 is negative"),
+    ("fp16_on_the_cpu", lambda d: _lm_train(d, "--fp16"), "--fp16 trains on a CUDA GPU"),
+    ("optimizer_override_out_of_range", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
+                                                            "--optimizer-overrides", "{'lr': -1}"),
+     "--optimizer-overrides: lr -1 is negative"),
+    ("optimizer_override_unknown", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
+                                                       "--optimizer-overrides", "{'lrr': 0.1}"),
+     "--optimizer-overrides names 'lrr', which this optimizer does not have"),
+    ("nan_loss_stock_transformer", lambda d: _mt_train(d, "--lr", "1e30"), "training diverged at update"),
+    ("heads_do_not_divide", lambda d: _mt_train(d, "--decoder-attention-heads", "3"),
+     "an attention layer of width 32 cannot be split into 3 heads"),
+    ("max_tokens_below_a_sentence", lambda d: _mt_train(d, "--max-tokens", "20"), "more than --max-tokens 20 allows"),
+    ("max_tokens_below_every_block", lambda d: _lm_train(d, "--max-tokens", "8"), "every sample of this split"),
+    ("decoder_output_dim_replaced", lambda d: _lm_train(d, "--decoder-output-dim", "24"),
+     "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
+    ("damaged_dictionary", lambda d: _lm_train(d, data=_damaged_dict_copy(d).name), "dict.txt line 6: "),
+    ("user_dir_is_a_file", lambda d: _lm_train(d, user_dir=Path(USER_DIR) / "__init__.py"),
+     "__init__.py is a file: give the plugin's package folder"),
+    ("context_window_not_below_the_block", lambda d: _eval_lm(d, "--context-window", "32"),
+     "--context-window 32 leaves no token to score"),
+    ("context_window_negative", lambda d: _eval_lm(d, "--context-window", "-1"), "--context-window -1 is negative"),
+    ("preprocess_through_a_link", lambda d: (
+        "fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--destdir", _planted_destdir(d),
+        "--joined-dictionary", "--workers", "1"), "train.en-de.en.bin is a link"),
+    ("generate_through_a_link", lambda d: (
+        "fairseq-generate", d / "mt", "--path", d / "mt_ck" / "checkpoint_last.pt", "--gen-subset", "valid", "--beam", "1",
+        "--max-tokens", "500", "--cpu", "--results-path", _planted_results(d)), "generate-valid.txt is a link"),
+]
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("name,command,expected", CLI_TRAINING_AND_TEXT_MISTAKES,
+                         ids=[m[0] for m in CLI_TRAINING_AND_TEXT_MISTAKES])
+def test_training_and_text_mistakes_from_the_command_line(cli_slices, name, command, expected):
+    from .helpers import assert_user_error, run_cli, snapshot
+
+    import shutil
+
+    d = cli_slices
+    shutil.rmtree(d / "new_ck", ignore_errors=True)
+    (d / "victim.txt").write_text("keep\n")
+    before = snapshot(d / "lm_ck", d / "mt_ck")
+    prog, *args = command(d)
+    proc = run_cli(prog, *args, check=False, timeout=300)
+    assert_user_error(proc, prog, expected)
+    assert (d / "victim.txt").read_text() == "keep\n" and snapshot(d / "lm_ck", d / "mt_ck") == before
+    assert "is listed already on line 1" in proc.stdout or name != "damaged_dictionary"
+    assert not (d / "new_ck" / "checkpoint_last.pt").exists()
+
+
+@pytest.mark.cli
+def test_interactive_reads_a_pipe(cli_slices):
+    """fairseq-interactive --input /dev/stdin: the pipe is read like - (it was refused as "not an
+    existing file")."""
+    import subprocess
+
+    from .helpers import BIN
+
+    d = cli_slices
+    proc = subprocess.run([str(BIN / "fairseq-interactive"), str(d / "mt"), "--path", str(d / "mt_ck" / "checkpoint_last.pt"),
+                           "--cpu", "--beam", "1", "--max-len-b", "5", "--input", "/dev/stdin", "--source-lang", "en",
+                           "--target-lang", "de"], input="the house\nwe said\n", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len([l for l in proc.stdout.splitlines() if l.startswith("H-")]) == 2
