@@ -365,7 +365,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "c445fd7e440c41de81c52240dd05ccf814c566f3249f5c3d8499446b861787d6",
+        "da549b7bf518ed8ff2faa40c42fb3325f1234c64092606b1ab37ce917ba829b4",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,

@@ -20,7 +20,8 @@ __all__ = ["check_longest_sample", "check_sizes_left"]
 
 def check_longest_sample(indices, num_tokens_vec, num_tokens_fn, max_tokens):
     """Before batching by size: no sample may be longer than ``max_tokens`` (-1 or None: no
-    limit), or it fits in no batch."""
+    limit), or it fits in no batch. (--skip-invalid-size-inputs-valid-test drops samples longer
+    than the model's positions only, not than --max-tokens: the line does not offer it.)"""
     if max_tokens is None or max_tokens <= 0 or len(indices) == 0:
         return
     if num_tokens_vec is not None:
@@ -32,9 +33,9 @@ def check_longest_sample(indices, num_tokens_vec, num_tokens_fn, max_tokens):
     longest = int(np.argmax(sizes))
     if sizes[longest] > max_tokens:
         raise UserError(
-            "sample #{} has {} tokens, more than --max-tokens {} allows in a batch: raise --max-tokens "
-            "(--max-tokens-valid for validation) to at least {}, or pass --skip-invalid-size-inputs-valid-test "
-            "to leave such samples out".format(int(indices[longest]), int(sizes[longest]), max_tokens, int(sizes[longest]))
+            "sample #{} has {} tokens, more than --max-tokens {} allows in a batch: raise --max-tokens (for "
+            "validation --max-tokens-valid) to at least {}, or shorten or drop that sample".format(
+                int(indices[longest]), int(sizes[longest]), max_tokens, int(sizes[longest]))
         )
 
 
