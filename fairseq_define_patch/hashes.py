@@ -57,7 +57,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "573aaf6c23b4ebf4b8ab830c5ad2d4cd126311f939494fb1ca3bef7f19feccfe",
+        "b14fa8a510ff681dae250d89789ae92c86aabcbbccc1a17d6b732b7474df7f3b",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
@@ -386,5 +386,9 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/data/dictionary.py": (
         "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",
         "479e5e95c292d826fc52b5cab9f435aca325a2d78475c473edc132303547ec33",
+    ),
+    "fairseq/dataclass/utils.py": (
+        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
+        "230a42425dee666a101948b30322005f2feba67b5101fdc30ef362e5dc606f48",
     ),
 }

@@ -406,6 +406,19 @@ def test_edge_values_of_the_training_ranges_pass(monkeypatch, flags):
     check_training_numbers(training_cfg(*flags))
 
 
+def test_an_unset_total_num_update_follows_max_update():
+    """--lr-scheduler polynomial_decay without --total-num-update was a ConfigCompositionException
+    traceback (its default is an interpolation, which the config conversion turned into null)."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    cfg = training_cfg("--lr-scheduler", "polynomial_decay", "--max-update", "10")
+    assert cfg.lr_scheduler.total_num_update == 10
+    check_training_numbers(cfg)
+    with pytest.raises(FairseqUserError, match="--total-num-update 0 must be at least 1: give --total-num-update"):
+        check_training_numbers(training_cfg("--lr-scheduler", "polynomial_decay"))
+
+
 def test_precision_against_a_gpu(monkeypatch):
     """On CUDA --fp16 and --amp train; --bf16 needs a GPU that has bfloat16 (faked here)."""
     from fairseq import UserError as FairseqUserError

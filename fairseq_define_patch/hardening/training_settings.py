@@ -85,4 +85,16 @@ PATCHES = (
             ),
         ),
     ),
+    FilePatch(
+        "fairseq",
+        "fairseq/dataclass/utils.py",
+        "an unset setting whose default is an interpolation follows it (--total-num-update: --max-update)",
+        (
+            Edit(
+                "        val = get_default(v) if not hasattr(args, k) else getattr(args, k)\n",
+                "        from fairseq._define_runtime.training_settings import given_or_default\n\n"
+                "        val = given_or_default(args, k, get_default(v))  # (fairseq_define) unset: the interpolation\n",
+            ),
+        ),
+    ),
 )

@@ -20,7 +20,7 @@ from fairseq import UserError
 from .config_literals import parse_config_literal
 from .precision_devices import check_precision_device
 
-__all__ = ["check_optimizer_overrides", "check_training_numbers", "in_range"]
+__all__ = ["check_optimizer_overrides", "check_training_numbers", "given_or_default", "in_range"]
 
 
 # (group, option, range, what the line says after "--flag VALUE"). Ranges: ">=0", ">0",
@@ -193,3 +193,18 @@ def check_optimizer_overrides(param_group, overrides):
             if rule is not None and _number(v) and not in_range(rule, v):
                 raise UserError("--optimizer-overrides: {} {} {}".format(key, v, why))
     return overrides
+
+
+def given_or_default(args, name, default):
+    """The value fairseq's config conversion (fairseq/dataclass/utils.py) takes for ``name``:
+    the command line's, or the dataclass ``default`` where the command line left it unset.
+    fairseq's argparse leaves a setting whose default is an interpolation such as
+    "${optimization.max_update}" as None, which became the override null, refused by a float
+    field: --lr-scheduler polynomial_decay without --total-num-update was a
+    ConfigCompositionException traceback. Unset, it now follows its interpolation."""
+    if not hasattr(args, name):
+        return default
+    value = getattr(args, name)
+    if value is None and isinstance(default, str) and default.startswith("${"):
+        return default
+    return value
