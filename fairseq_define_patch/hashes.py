@@ -57,7 +57,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "b14fa8a510ff681dae250d89789ae92c86aabcbbccc1a17d6b732b7474df7f3b",
+        "949c5ca961ddb492fc87561d48e11a2c708f7b5627d1f9fd52b31da3944c9b34",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
@@ -389,6 +389,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/dataclass/utils.py": (
         "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
-        "230a42425dee666a101948b30322005f2feba67b5101fdc30ef362e5dc606f48",
+        "beadbd4ec295d8358d9b77d93be9100c89ef5c048af049f34280a57576c473d6",
     ),
 }

@@ -93,7 +93,7 @@ PATCHES = (
             Edit(
                 "        val = get_default(v) if not hasattr(args, k) else getattr(args, k)\n",
                 "        from fairseq._define_runtime.training_settings import given_or_default\n\n"
-                "        val = given_or_default(args, k, get_default(v))  # (fairseq_define) unset: the interpolation\n",
+                "        val = given_or_default(args, k, get_default(v), v.type)  # (fairseq_define) unset: the interpolation\n",
             ),
         ),
     ),

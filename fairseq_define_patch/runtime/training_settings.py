@@ -12,6 +12,7 @@ the device is precision_devices.py's. Each model's own settings are checked wher
 
 import argparse
 import math
+import typing
 
 from omegaconf import OmegaConf
 
@@ -195,16 +196,18 @@ def check_optimizer_overrides(param_group, overrides):
     return overrides
 
 
-def given_or_default(args, name, default):
-    """The value fairseq's config conversion (fairseq/dataclass/utils.py) takes for ``name``:
-    the command line's, or the dataclass ``default`` where the command line left it unset.
-    fairseq's argparse leaves a setting whose default is an interpolation such as
-    "${optimization.max_update}" as None, which became the override null, refused by a float
-    field: --lr-scheduler polynomial_decay without --total-num-update was a
-    ConfigCompositionException traceback. Unset, it now follows its interpolation."""
+def given_or_default(args, name, default, kind=None):
+    """The value fairseq's config conversion (fairseq/dataclass/utils.py) takes for the field
+    ``name`` (of type ``kind``): the command line's, or the dataclass ``default`` where the
+    command line left it unset. fairseq's argparse leaves a setting whose default is an
+    interpolation such as "${optimization.max_update}" as None, which became the override null:
+    a field that is not Optional refused it (--lr-scheduler polynomial_decay without
+    --total-num-update was a ConfigCompositionException traceback). Such a field now follows
+    its interpolation; an Optional one keeps None, as before."""
     if not hasattr(args, name):
         return default
     value = getattr(args, name)
-    if value is None and isinstance(default, str) and default.startswith("${"):
+    optional = typing.get_origin(kind) is typing.Union and type(None) in typing.get_args(kind)
+    if value is None and isinstance(default, str) and default.startswith("${") and not optional:
         return default
     return value
