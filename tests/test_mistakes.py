@@ -455,6 +455,42 @@ def test_optimizer_overrides_are_checked_as_they_are_applied(overrides, expected
     assert check_optimizer_overrides(group, {"lr": 1e-4, "betas": (0.9, 0.98)}) == {"lr": 1e-4, "betas": (0.9, 0.98)}
 
 
+def test_a_divergence_is_one_line(tmp_path):
+    """The trainer's except FloatingPointError, in process: the NaN detector's own failure (a
+    StopIteration under torch 2.x) is logged, not raised; the step ends in one line."""
+    from types import SimpleNamespace as NS
+
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_divergence import nan_detector, raise_divergence
+
+    class Detector:
+        def __init__(self, model):
+            self.closed = False
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.closed = True
+
+    with nan_detector(Detector, None) as detector:
+        raise StopIteration  # what fairseq's hooks raised on a module whose output holds no tensor
+    assert detector.closed
+    cfg = NS(optimization=NS(clip_norm=0.0), lr_scheduler=NS(warmup_updates=0), common=NS(fp16=True, amp=False),
+             checkpoint=NS(save_dir=str(tmp_path)))
+    (tmp_path / "crash.pt").write_bytes(b"")
+    trainer = NS(cfg=cfg, get_num_updates=lambda: 6, get_lr=lambda: 0.5)
+    with pytest.raises(FairseqUserError) as info:
+        try:
+            raise FloatingPointError("gradients are Nan/Inf")
+        except FloatingPointError:
+            raise_divergence(trainer)
+    line = str(info.value)
+    assert line.startswith("training diverged at update 7 (gradients are Nan/Inf") and "\n" not in line
+    for hint in ("a lower --lr (now 0.5)", "--clip-norm 1.0", "--warmup-updates N", "--bf16 or float32", "crash.pt"):
+        assert hint in line, hint
+
+
 def test_attention_heads_must_divide_the_width():
     from fairseq import UserError as FairseqUserError
     from fairseq.modules.multihead_attention import MultiheadAttention
