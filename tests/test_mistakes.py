@@ -1,5 +1,6 @@
 """Classes of user mistakes, one parametrized table each, tested in process where the class can
-be (the command-line rows, one per class at least, are in test_bad_input.py): every numeric
+be (the command-line rows, one per class at least, are in test_bad_input.py, and for the
+training, data-file and output classes at the end of this file): every numeric
 setting of a model has a checked range (inf and nan included), every override is checked
 against the model's own options, types and choices, every path a user gives is checked for
 kind, and the tools refuse a file that is not a fairseq checkpoint. One line each, naming the
