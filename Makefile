@@ -91,7 +91,7 @@ else ifneq ($(TORCH),2.13.0)
 endif
 	$(BIN)/python -m pip install 'pip<24.1'
 	$(BIN)/python -m pip install $(TORCH_REQUIREMENT)
-	$(BIN)/python -m pip install -e '.[test]'
+	$(BIN)/python -m pip install -e '.[test,deploy]'
 	# a venv patched by an older version of this project: reinstall the shipped files first
 	$(BIN)/fairseq-define-patch-fairseq --apply || { \
 	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 hydra-core==1.0.7 \

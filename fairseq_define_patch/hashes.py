@@ -25,7 +25,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/plugin_names.py": (
         None,
-        "ade0009f520deabc13c5106f4dc550f0ac4ee22f17df15b7485e848198289f16",
+        "b5826a7e21fcdb3e5a98542d8645ceba46a4985bbcad2f0e9fd0ab9b97f90163",
     ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
@@ -53,19 +53,27 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
-        "e8690f81d0fea75859d43dd8106a01f8c6327384865ddff5347779d320a37bc7",
+        "825d6a741ca6c68fcba3ed4cd74c16ed08c8aca3fae89a2b53c1d5598f0dafe4",
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
         "450217c59a2b04f5784a630b17d31997769cd5ed058deaf9af238f6a31974eff",
     ),
+    "fairseq/_define_runtime/precision_devices.py": (
+        None,
+        "9ddab263843bad4742d5731d78bde1336ef33fc83d4a0065511e5b480a3785df",
+    ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "ce2c13446e8df4d133e0257fb5ad6b1c7c0984e06dff9d5db3939f8926a02f8b",
+        "949c5ca961ddb492fc87561d48e11a2c708f7b5627d1f9fd52b31da3944c9b34",
+    ),
+    "fairseq/_define_runtime/training_divergence.py": (
+        None,
+        "f9496e28e6e63cc6def1eb1d99e94415ff1a1835175641482c6a20ac2ab5a6e5",
     ),
     "fairseq/_define_runtime/preprocess_inputs.py": (
         None,
-        "8bf0339a3887c8d651466f601eba7eb6aa5272602243ca9a3341ce482ef2168d",
+        "8f2f7177690892a1b3e1c028609524bdc8451457b481bb386090c028807b4ca5",
     ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
@@ -73,7 +81,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "ad6295598f7118c49cced633708799bb2b4501266a4ef1dde655404cee394dde",
+        "fd36d7b805ba78f552226822c23a7af34265872c65abae4f2b28f89f2f1681ef",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
@@ -82,6 +90,26 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/_define_runtime/model_budget.py": (
         None,
         "af5905bcf0e049f0d0b2a0b5cf544effb9fe7b08613353557b0d09f1bd8ce132",
+    ),
+    "fairseq/_define_runtime/model_shapes.py": (
+        None,
+        "8ac7a8cd88e7c0b4aa66b6afc2310ba62b96c99a96f5fd437f4858863bdd47fb",
+    ),
+    "fairseq/_define_runtime/batch_sizes.py": (
+        None,
+        "da549b7bf518ed8ff2faa40c42fb3325f1234c64092606b1ab37ce917ba829b4",
+    ),
+    "fairseq/_define_runtime/dictionary_files.py": (
+        None,
+        "1945bb32704c0b54cb44be6b23fe6142cd11a6c8e5331beeb44482f8ded712fb",
+    ),
+    "fairseq/_define_runtime/output_links.py": (
+        None,
+        "110828366d5d820a6b7a95a57e395200cb9061d79875290c2ddc082b98e314b6",
+    ),
+    "fairseq/_define_runtime/eval_lm_settings.py": (
+        None,
+        "3b5efcbe4f381eba22bd7283a6c564567f524211119ca4f2fb5cda95fff383a3",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -145,7 +173,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/modules/multihead_attention.py": (
         "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
-        "973def1d54af2c275ce862aa81c3dcd0475f84ff9a10bd3a2f53b92edccf9583",
+        "761967531227a7ce7088134a586d1a2b733c75d5639ca485c18e511241427533",
     ),
     "fairseq/data/token_block_dataset.py": (
         "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
@@ -157,7 +185,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/data/data_utils.py": (
         "3cff49d5372bba36cd3c7b5ab88bdd99b0172f4790e417022b572aa8695f92b8",
-        "41020f520aadf27f2997625041b5f56cb3546727a072bb4540723636677dec91",
+        "7f0bde0d54d8b75286a4feddc506b273855ba869925055a5bd266f4a3b5838c5",
     ),
     "fairseq/modules/dynamic_crf_layer.py": (
         "024870d3b488187925e92e664c19052490cbc67171b6bd7ba871483aeee71536",
@@ -173,7 +201,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/trainer.py": (
         "50424d39b8022d15b3454a5b0c7c0e6238ca5ce601ed9acfff029f6746038410",
-        "4b4a7d86ed4c60013140df15fe23da04425cb74e73597764add54b37930f4b74",
+        "3e60416e450858a3782b0060c82da20f5514dc827d4b8ed0713f4659e91c588e",
     ),
     "fairseq/models/distributed_fairseq_model.py": (
         "f2afe1a8de94b95e3451249555e2a40e164d36cafa6bb40b2e1d37c12555ec6e",
@@ -201,7 +229,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
-        "d06fc39ffef1c4ef9a15ee0f8785c3fc45c7acef9d6774c4035189a877507f9d",
+        "edd043e094951a387b48220ae41d6dd293d7be31a587dda064ecc606c8096cb9",
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
@@ -289,7 +317,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "97a41e8ce55636f8d428fefad44246c9ca904d6ff67fee74de9f7e5d65bc017d",
+        "98ba27d782b7e4b2021d85d416afb7dfd022b4f710170ef7008980e35bff5eab",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -325,7 +353,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "23bb283e08468d021317fbb9af151d07c488160d2de6d917f752608b74099251",
+        "c50abfb6cb28680dc27406520ad3177afa9ae0402ed6318648a7a34c3d6e9bde",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
@@ -334,6 +362,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
         "847a59cf2932449fd2e331d4b49c160a8afa58c81848e486355633067cc0390f",
+    ),
+    "fairseq/optim/fairseq_optimizer.py": (
+        "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
+        "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
+    ),
+    "fairseq/dataclass/utils.py": (
+        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
+        "beadbd4ec295d8358d9b77d93be9100c89ef5c048af049f34280a57576c473d6",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
@@ -358,5 +394,13 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
+    ),
+    "fairseq/tasks/fairseq_task.py": (
+        "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
+        "341fb86b0731bd51d0e6132c3b899da9b6df0711c751a9095ce4dc87b6b6c9f5",
+    ),
+    "fairseq/data/dictionary.py": (
+        "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",
+        "479e5e95c292d826fc52b5cab9f435aca325a2d78475c473edc132303547ec33",
     ),
 }

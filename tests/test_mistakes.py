@@ -1,5 +1,6 @@
 """Classes of user mistakes, one parametrized table each, tested in process where the class can
-be (the command-line rows, one per class at least, are in test_bad_input.py): every numeric
+be (the command-line rows, one per class at least, are in test_bad_input.py, and for the
+training, data-file and output classes at the end of this file): every numeric
 setting of a model has a checked range (inf and nan included), every override is checked
 against the model's own options, types and choices, every path a user gives is checked for
 kind, and the tools refuse a file that is not a fairseq checkpoint. One line each, naming the
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 from fairseq_define.errors import UserError
+
+from .helpers import USER_DIR
 
 
 def build(arch, flags=(), overrides=None):
@@ -353,3 +356,452 @@ def test_binarized_data_is_checked_whole(tmp_path, how, expected):
     with pytest.raises(FairseqUserError) as info:
         indexed_dataset.MMapIndexedDataset(str(prefix))
     assert expected in str(info.value) and "run fairseq-preprocess again" in str(info.value)
+
+
+# -- training numbers, shapes and sizes, text inputs and outputs -----------------------------
+# Every optimizer, schedule, interval and precision setting has a range (runtime/
+# training_settings.py's one table); the rows name at least one setting of each kind.
+TRAINING_RANGE_MISTAKES = [
+    (["--required-batch-size-multiple", "0"], "--required-batch-size-multiple 0 must be at least 1"),  # SIGFPE
+    (["--save-interval", "0"], "--save-interval 0 must be at least 1"),  # crashed after an epoch
+    (["--validate-interval", "0"], "--validate-interval 0 must be at least 1"),
+    (["--keep-last-epochs", "-2"], "--keep-last-epochs -2 is negative"),
+    (["--patience", "0"], "--patience 0 must be at least 1"),
+    (["--log-interval", "0"], "--log-interval 0 must be at least 1"),
+    (["--num-shards", "2", "--shard-id", "2"], "--shard-id 2 is not below --num-shards 2"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "-5"], "--end-learning-rate -5.0 is negative"),
+    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--power", "-1"], "--power -1.0 must be positive"),
+    (["--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "-5"], "--warmup-init-lr -5.0 is negative"),
+    (["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "1.5"], "--lr-shrink 1.5 is not a shrink factor"),
+    (["--lr-scheduler", "cosine", "--t-mult", "0"], "--t-mult 0.0 must be positive"),
+    (["--adam-eps", "-1"], "--adam-eps -1.0 must be positive"),
+    (["--adam-betas", "(0.9, 1.5)"], "--adam-betas 1.5 holds a beta outside [0, 1)"),
+    (["--adam-betas", "(-0.1, 0.98)"], "--adam-betas -0.1 holds a beta outside [0, 1)"),
+    (["--optimizer", "sgd", "--momentum", "1.5"], "--momentum 1.5 is not a momentum"),  # a Namespace group
+    (["--optimizer", "adamax", "--adamax-betas", "(0.9, 1)"], "--adamax-betas 1 holds a beta outside [0, 1)"),
+    (["--fp16-init-scale", "0"], "--fp16-init-scale 0 must be positive"),
+    (["--criterion", "adaptive_loss"], "--criterion adaptive_loss needs fairseq's own DistributedDataParallel"),
+    (["--fp16"], "--fp16 trains on a CUDA GPU, and this machine has no CUDA GPU"),
+    (["--fp16", "--cpu"], "--fp16 trains on a CUDA GPU, and this run is on the CPU (--cpu)"),
+    (["--amp", "--cpu"], "--amp trains under CUDA's autocast, and this run is on the CPU (--cpu)"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", TRAINING_RANGE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_RANGE_MISTAKES])
+def test_every_training_setting_has_a_range(monkeypatch, flags, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same rows on a GPU machine
+    with pytest.raises(FairseqUserError) as info:
+        check_training_numbers(training_cfg(*flags))
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "-1"],  # -1: fairseq's "unset"
+    ["--keep-last-epochs", "-1", "--keep-interval-updates", "0", "--patience", "-1"],
+    ["--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9", "--required-batch-size-multiple", "1"],
+    ["--lr-scheduler", "polynomial_decay", "--end-learning-rate", "0", "--power", "2", "--total-num-update", "10"],
+    ["--optimizer", "sgd", "--momentum", "0"],
+    ["--bf16", "--cpu"], ["--memory-efficient-fp16", "--cpu"],
+], ids=lambda f: " ".join(f))
+def test_edge_values_of_the_training_ranges_pass(monkeypatch, flags):
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    check_training_numbers(training_cfg(*flags))
+
+
+def test_an_unset_total_num_update_follows_max_update():
+    """--lr-scheduler polynomial_decay without --total-num-update was a ConfigCompositionException
+    traceback (its default is an interpolation, which the config conversion turned into null)."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    cfg = training_cfg("--lr-scheduler", "polynomial_decay", "--max-update", "10")
+    assert cfg.lr_scheduler.total_num_update == 10
+    check_training_numbers(cfg)
+    with pytest.raises(FairseqUserError, match="--total-num-update 0 must be at least 1: give --total-num-update"):
+        check_training_numbers(training_cfg("--lr-scheduler", "polynomial_decay"))
+
+
+def test_precision_against_a_gpu(monkeypatch):
+    """On CUDA --fp16 and --amp train; --bf16 needs a GPU that has bfloat16 (faked here)."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.precision_devices import check_precision_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
+    check_precision_device(training_cfg("--fp16"))
+    check_precision_device(training_cfg("--amp"))
+    check_precision_device(training_cfg("--bf16", "--cpu"))
+    with pytest.raises(FairseqUserError, match="--bf16 needs a GPU with bfloat16 support, and Tesla V100 has none"):
+        check_precision_device(training_cfg("--bf16"))
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ({"lr": -1}, "--optimizer-overrides: lr -1 is negative"),
+    ({"lr": float("nan")}, "--optimizer-overrides: lr nan is not a finite number"),
+    ({"eps": 0}, "--optimizer-overrides: eps 0 must be positive"),
+    ({"betas": (0.9, 1.2)}, "--optimizer-overrides: betas 1.2 holds a beta outside [0, 1)"),
+    ({"weight_decay": -0.1}, "--optimizer-overrides: weight_decay -0.1 is negative"),
+    ({"lrr": 0.1}, "--optimizer-overrides names 'lrr', which this optimizer does not have: its settings are amsgrad, betas"),
+    ([1, 2], "--optimizer-overrides must be a dict of settings"),
+], ids=["lr", "nan", "eps", "betas", "weight_decay", "unknown", "not_a_dict"])
+def test_optimizer_overrides_are_checked_as_they_are_applied(overrides, expected):
+    """What fairseq/optim/fairseq_optimizer.py does when a resumed optimizer takes the overrides."""
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_settings import check_optimizer_overrides
+
+    group = torch.optim.Adam([torch.zeros(2, requires_grad=True)]).param_groups[0]
+    with pytest.raises(FairseqUserError) as info:
+        check_optimizer_overrides(group, overrides)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+    assert check_optimizer_overrides(group, {"lr": 1e-4, "betas": (0.9, 0.98)}) == {"lr": 1e-4, "betas": (0.9, 0.98)}
+
+
+def test_a_divergence_is_one_line(tmp_path):
+    """The trainer's except FloatingPointError, in process: the NaN detector's own failure (a
+    StopIteration under torch 2.x) is logged, not raised; the step ends in one line."""
+    from types import SimpleNamespace as NS
+
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.training_divergence import nan_detector, raise_divergence
+
+    class Detector:
+        def __init__(self, model):
+            self.closed = False
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.closed = True
+
+    with nan_detector(Detector, None) as detector:
+        raise StopIteration  # what fairseq's hooks raised on a module whose output holds no tensor
+    assert detector.closed
+    cfg = NS(optimization=NS(clip_norm=0.0), lr_scheduler=NS(warmup_updates=0), common=NS(fp16=True, amp=False),
+             checkpoint=NS(save_dir=str(tmp_path)))
+    (tmp_path / "crash.pt").write_bytes(b"")
+    trainer = NS(cfg=cfg, get_num_updates=lambda: 6, get_lr=lambda: 0.5)
+    with pytest.raises(FairseqUserError) as info:
+        try:
+            raise FloatingPointError("gradients are Nan/Inf")
+        except FloatingPointError:
+            raise_divergence(trainer)
+    line = str(info.value)
+    assert line.startswith("training diverged at update 7 (gradients are Nan/Inf") and "\n" not in line
+    for hint in ("a lower --lr (now 0.5)", "--clip-norm 1.0", "--warmup-updates N", "--bf16 or float32", "crash.pt"):
+        assert hint in line, hint
+
+
+def test_attention_heads_must_divide_the_width():
+    from fairseq import UserError as FairseqUserError
+    from fairseq.modules.multihead_attention import MultiheadAttention
+
+    with pytest.raises(FairseqUserError, match="an attention layer of width 32 cannot be split into 3 heads"):
+        MultiheadAttention(32, 3)
+    with pytest.raises(FairseqUserError, match="cannot be split into 0 heads"):
+        MultiheadAttention(32, 0)  # a ZeroDivisionError before
+    assert MultiheadAttention(32, 4).head_dim == 8
+
+
+def test_samples_against_max_tokens():
+    """The batcher's checks, in process: a sample longer than --max-tokens (the validation split is
+    not filtered by it), a split that may not drop any, a split with none left."""
+    import numpy as np
+    from fairseq import UserError as FairseqUserError
+    from fairseq.data import data_utils
+    from fairseq_define_patch.runtime.batch_sizes import check_sizes_left
+
+    sizes = np.array([5, 48, 7])
+    with pytest.raises(FairseqUserError, match="sample #1 has 48 tokens, more than --max-tokens 20 allows"):
+        data_utils.batch_by_size(np.arange(3), lambda i: int(sizes[i]), max_tokens=20)
+    with pytest.raises(FairseqUserError, match="sample #1 has 48 tokens"):
+        data_utils.batch_by_size(np.arange(3), None, num_tokens_vec=sizes, max_tokens=20)
+    assert len(data_utils.batch_by_size(np.arange(3), lambda i: int(sizes[i]), max_tokens=48)) >= 1
+    with pytest.raises(FairseqUserError, match="sentence #4 is longer than the model accepts"):
+        check_sizes_left(np.array([1]), np.array([4]), None, (30, 30), ignore_invalid_inputs=False)
+    with pytest.raises(FairseqUserError, match=r"every sample of this split \(2\) is longer"):
+        check_sizes_left(np.array([], dtype=int), np.array([0, 1]), None, 8, ignore_invalid_inputs=True)
+    check_sizes_left(np.array([1]), np.array([0]), None, 8, ignore_invalid_inputs=True)  # dropped with a warning
+
+
+# dict.*.txt as fairseq-preprocess writes it, damaged: (name, bytes, the one line)
+DICTIONARY_MISTAKES = [
+    ("no_count", b"the 5\nof\n", "dict.txt line 2: 'of' is not '<token> <count>'"),
+    ("count_not_a_number", b"the 5\nof many\n", "dict.txt line 2: the count 'many' of 'of' is not an integer"),
+    ("duplicate", b"the 5\nof 4\nthe 3\n", "dict.txt line 3: 'the' is listed already on line 1"),
+    ("special_symbol", b"<unk> 5\n", "dict.txt line 1: '<unk>' is listed already (a symbol the dictionary adds itself)"),
+    ("empty_line", b"the 5\n\nof 4\n", "dict.txt line 2: '' is not '<token> <count>'"),
+    ("not_utf8", b"the 5\ncaf\xe9 4\n", "dict.txt is not UTF-8 text (line 2: invalid continuation byte)"),
+]
+
+
+@pytest.mark.parametrize("name,content,expected", DICTIONARY_MISTAKES, ids=[m[0] for m in DICTIONARY_MISTAKES])
+def test_damaged_dictionaries(tmp_path, name, content, expected):
+    from fairseq import UserError as FairseqUserError
+    from fairseq.data import Dictionary
+
+    (tmp_path / "dict.txt").write_bytes(content)
+    with pytest.raises(FairseqUserError) as info:
+        Dictionary.load(str(tmp_path / "dict.txt"))
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_dictionaries_fairseq_reads_still_load(tmp_path):
+    """Tokens with spaces (the last space separates the count), the overwrite flag, CRLF ends."""
+    from fairseq.data import Dictionary
+
+    (tmp_path / "dict.txt").write_bytes(b"the 5\r\nNew York 3\nthe 2 #fairseq:overwrite\n")
+    d = Dictionary.load(str(tmp_path / "dict.txt"))
+    assert d.index("New York") > d.unk() and d.count[d.index("the")] == 2
+
+
+@pytest.mark.parametrize("value,expected", [("10,20", [10, 20]), ("(10, 20.0)", [10, 20]), (4.0, [4]), ([3], [3])])
+def test_integer_lists_of_configs(value, expected):
+    from fairseq import utils
+
+    assert utils.eval_str_list(value, type=int) == expected
+
+
+def test_float_cutoffs_are_not_truncated():
+    from fairseq import UserError as FairseqUserError
+    from fairseq import utils
+
+    with pytest.raises(FairseqUserError, match="holds 10.5, which is not a whole number"):
+        utils.eval_str_list("10.5,20", type=int)  # fairseq's transformer, transformer_lm, lstm cutoffs
+    assert utils.eval_str_list("0.5,2", type=float) == [0.5, 2.0]
+
+
+LM_TINY = "define_transformer_lm_tiny"
+# define_transformer_lm settings that its output form would replace without a word: (flags, the line)
+DEFINE_LM_MISTAKES = [
+    (["--decoder-output-dim", "24"], "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
+    (["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-softmax-factor", "2"],
+     "--adaptive-softmax-factor 2.0 differs from --adaptive-input-factor 4"),
+    (["--adaptive-input", "--adaptive-input-cutoff", "20.5,50"], "--adaptive-input-cutoff must be comma-separated integers"),
+    (["--define-output-layer", "untied", "--adaptive-softmax-cutoff", "20,50.5"], "--adaptive-softmax-cutoff must be comma-separated integers"),
+    (["--define-output-layer", "untied", "--share-decoder-input-output-embed"],
+     "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its own"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", DEFINE_LM_MISTAKES, ids=[" ".join(f) for f, _ in DEFINE_LM_MISTAKES])
+def test_language_model_settings_are_not_replaced_silently(flags, expected):
+    assert expected in build_error(LM_TINY, flags)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--decoder-output-dim", "16"],  # n: what tied_map sets
+    ["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-input-factor", "2"],  # the softmax follows
+    ["--define-output-layer", "untied", "--decoder-output-dim", "24"],
+], ids=lambda f: " ".join(f))
+def test_language_model_settings_the_form_honours(flags):
+    build(LM_TINY, flags)
+
+
+@pytest.mark.parametrize("window,expected", [
+    (-1, "--context-window -1 is negative"), (64, "--context-window 64 leaves no token to score in blocks of "
+                                              "--tokens-per-sample 64"), (100, "--context-window 100 leaves no token"),
+])
+def test_eval_lm_context_window(window, expected):
+    from omegaconf import OmegaConf
+
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.eval_lm_settings import check_context_window
+
+    with pytest.raises(FairseqUserError, match=expected):
+        check_context_window(OmegaConf.create({"eval_lm": {"context_window": window}, "task": {"tokens_per_sample": 64}}))
+    check_context_window(OmegaConf.create({"eval_lm": {"context_window": 63}, "task": {"tokens_per_sample": 64}}))
+
+
+def test_input_from_a_pipe(tmp_path):
+    """fairseq-interactive --input /dev/stdin (or a named pipe) reads, as - does."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write("a b\nc\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert interactive_lines(fifo) == ["a b", "c"]
+    writer.join()
+
+
+def test_outputs_are_not_written_through_links(tmp_path):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.output_links import PREPROCESS_OUTPUT, check_no_links, open_output
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "generate-test.txt").symlink_to(victim)
+    with pytest.raises(FairseqUserError, match="generate-test.txt is a link where this tool writes its output"):
+        open_output(str(tmp_path / "generate-test.txt"), "--results-path")
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "valid1.en-de.de.idx").symlink_to(tmp_path / "missing")  # dangling: would be created
+    with pytest.raises(FairseqUserError, match=r"valid1.en-de.de.idx is a link \(to .*missing\)"):
+        check_no_links(str(tmp_path / "dest"), PREPROCESS_OUTPUT, "--destdir")
+    assert victim.read_text() == "keep" and not (tmp_path / "missing").exists()
+    with open_output(str(tmp_path / "out.txt"), "--results-path") as f:
+        f.write("ok\n")
+    assert (tmp_path / "out.txt").read_text() == "ok\n"
+
+
+def test_user_dir_that_is_a_file(tmp_path):
+    from fairseq import UserError as FairseqUserError
+    from fairseq_define_patch.runtime.plugin_names import check_user_dir
+
+    init = Path(__file__).resolve().parents[1] / "fairseq_define" / "__init__.py"
+    with pytest.raises(FairseqUserError, match=r"__init__.py is a file: .*did you mean .*fairseq_define\?"):
+        check_user_dir(str(init), str(init))
+    (tmp_path / "plugin.py").write_text("")
+    with pytest.raises(FairseqUserError, match="plugin.py is a file: give the plugin's package folder"):
+        check_user_dir(str(tmp_path / "plugin.py"), str(tmp_path / "plugin.py"))
+
+
+# The same classes through the real commands, on tiny slices of tests/data: a language model
+# (PTB-style text, define_transformer_lm_tiny, one update) and a translation pair (WMT news,
+# fairseq's own transformer, one update, no --user-dir).
+@pytest.fixture(scope="module")
+def cli_slices(tmp_path_factory):
+    from .helpers import TEST_DATA, TINY_STOCK_TRANSFORMER, binarize_ptb_slice, head, run_cli
+
+    d = tmp_path_factory.mktemp("cli_slices")
+    lm = binarize_ptb_slice(d, 300, 40)
+    run_cli("fairseq-train", lm, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "define_transformer_lm_tiny",
+            "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "1", "--cpu", "--optimizer", "adam",
+            "--lr", "1e-3", "--save-dir", d / "lm_ck", "--no-epoch-checkpoints")
+    for split, count in (("train", 200), ("valid", 30)):
+        for lang in ("en", "de"):
+            head(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.{lang}", 0, count)
+    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref", d / "valid",
+            "--destdir", d / "mt", "--joined-dictionary", "--workers", "1")
+    run_cli("fairseq-train", d / "mt", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
+            "--max-update", "1", "--cpu", "--save-dir", d / "mt_ck", "--no-epoch-checkpoints")
+    return d
+
+
+def _lm_train(d, *flags, data="bin", user_dir=None):
+    return ("fairseq-train", d / data, "--user-dir", user_dir or USER_DIR, "--task", "language_modeling", "--arch",
+            "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "2", "--cpu",
+            "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "new_ck", *flags)
+
+
+def _mt_train(d, *flags):
+    from .helpers import TINY_STOCK_TRANSFORMER
+
+    return ("fairseq-train", d / "mt", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--max-tokens", "500",
+            "--max-update", "3", "--cpu", "--save-dir", d / "new_ck", *flags)
+
+
+def _eval_lm(d, *flags):
+    return ("fairseq-eval-lm", d / "bin", "--user-dir", USER_DIR, "--path", d / "lm_ck" / "checkpoint_last.pt", "--cpu",
+            "--max-tokens", "256", "--tokens-per-sample", "32", "--gen-subset", "valid", *flags)
+
+
+def _damaged_dict_copy(d):
+    """The slice's binarized folder with its dictionary's first token listed again on line 6."""
+    import shutil
+
+    shutil.rmtree(d / "bad_bin", ignore_errors=True)
+    shutil.copytree(d / "bin", d / "bad_bin")
+    lines = (d / "bin" / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (d / "bad_bin" / "dict.txt").write_text("".join(lines[:5] + lines[:1] + lines[5:]), encoding="utf-8")
+    return d / "bad_bin"
+
+
+def _planted_destdir(d):
+    import shutil
+
+    shutil.rmtree(d / "planted", ignore_errors=True)
+    (d / "planted").mkdir()
+    (d / "planted" / "train.en-de.en.bin").symlink_to(d / "victim.txt")
+    return d / "planted"
+
+
+def _planted_results(d):
+    (d / "results").mkdir(exist_ok=True)
+    if not (d / "results" / "generate-valid.txt").is_symlink():
+        (d / "results" / "generate-valid.txt").symlink_to(d / "victim.txt")
+    return d / "results"
+
+
+# (name, the command given the slices' folder, what the one line says)
+CLI_TRAINING_AND_TEXT_MISTAKES = [
+    ("batch_size_multiple_0", lambda d: _lm_train(d, "--required-batch-size-multiple", "0"),
+     "--required-batch-size-multiple 0 must be at least 1"),  # SIGFPE before
+    ("save_interval_0", lambda d: _lm_train(d, "--save-interval", "0"), "--save-interval 0 must be at least 1"),
+    ("negative_end_lr", lambda d: _lm_train(d, "--lr-scheduler", "polynomial_decay", "--total-num-update", "10",
+                                            "--end-learning-rate", "-5"), "--end-learning-rate -5.0 is negative"),
+    ("fp16_on_the_cpu", lambda d: _lm_train(d, "--fp16"), "--fp16 trains on a CUDA GPU"),
+    ("optimizer_override_out_of_range", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
+                                                            "--optimizer-overrides", "{'lr': -1}"),
+     "--optimizer-overrides: lr -1 is negative"),
+    ("optimizer_override_unknown", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
+                                                       "--optimizer-overrides", "{'lrr': 0.1}"),
+     "--optimizer-overrides names 'lrr', which this optimizer does not have"),
+    ("nan_loss_stock_transformer", lambda d: _mt_train(d, "--lr", "1e30"), "training diverged at update"),
+    ("heads_do_not_divide", lambda d: _mt_train(d, "--decoder-attention-heads", "3"),
+     "an attention layer of width 32 cannot be split into 3 heads"),
+    ("max_tokens_below_a_sentence", lambda d: _mt_train(d, "--max-tokens", "20"), "more than --max-tokens 20 allows"),
+    ("max_tokens_below_every_block", lambda d: _lm_train(d, "--max-tokens", "8"), "every sample of this split"),
+    ("decoder_output_dim_replaced", lambda d: _lm_train(d, "--decoder-output-dim", "24"),
+     "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
+    ("damaged_dictionary", lambda d: _lm_train(d, data=_damaged_dict_copy(d).name), "dict.txt line 6: "),
+    ("user_dir_is_a_file", lambda d: _lm_train(d, user_dir=Path(USER_DIR) / "__init__.py"),
+     "__init__.py is a file: give the plugin's package folder"),
+    ("context_window_not_below_the_block", lambda d: _eval_lm(d, "--context-window", "32"),
+     "--context-window 32 leaves no token to score"),
+    ("context_window_negative", lambda d: _eval_lm(d, "--context-window", "-1"), "--context-window -1 is negative"),
+    ("preprocess_through_a_link", lambda d: (
+        "fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--destdir", _planted_destdir(d),
+        "--joined-dictionary", "--workers", "1"), "train.en-de.en.bin is a link"),
+    ("generate_through_a_link", lambda d: (
+        "fairseq-generate", d / "mt", "--path", d / "mt_ck" / "checkpoint_last.pt", "--gen-subset", "valid", "--beam", "1",
+        "--max-tokens", "500", "--cpu", "--results-path", _planted_results(d)), "generate-valid.txt is a link"),
+]
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("name,command,expected", CLI_TRAINING_AND_TEXT_MISTAKES,
+                         ids=[m[0] for m in CLI_TRAINING_AND_TEXT_MISTAKES])
+def test_training_and_text_mistakes_from_the_command_line(cli_slices, name, command, expected):
+    from .helpers import assert_user_error, run_cli, snapshot
+
+    import shutil
+
+    d = cli_slices
+    shutil.rmtree(d / "new_ck", ignore_errors=True)
+    (d / "victim.txt").write_text("keep\n")
+    before = snapshot(d / "lm_ck", d / "mt_ck")
+    prog, *args = command(d)
+    proc = run_cli(prog, *args, check=False, timeout=300)
+    assert_user_error(proc, prog, expected)
+    assert (d / "victim.txt").read_text() == "keep\n" and snapshot(d / "lm_ck", d / "mt_ck") == before
+    assert "is listed already on line 1" in proc.stdout or name != "damaged_dictionary"
+    assert not (d / "new_ck" / "checkpoint_last.pt").exists()
+
+
+@pytest.mark.cli
+def test_interactive_reads_a_pipe(cli_slices):
+    """fairseq-interactive --input /dev/stdin: the pipe is read like - (it was refused as "not an
+    existing file")."""
+    import subprocess
+
+    from .helpers import BIN
+
+    d = cli_slices
+    proc = subprocess.run([str(BIN / "fairseq-interactive"), str(d / "mt"), "--path", str(d / "mt_ck" / "checkpoint_last.pt"),
+                           "--cpu", "--beam", "1", "--max-len-b", "5", "--input", "/dev/stdin", "--source-lang", "en",
+                           "--target-lang", "de"], input="the house\nwe said\n", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len([l for l in proc.stdout.splitlines() if l.startswith("H-")]) == 2

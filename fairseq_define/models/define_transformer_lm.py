@@ -17,7 +17,7 @@ the unit.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from fairseq import utils
 from fairseq.models import register_model
@@ -32,7 +32,7 @@ from fairseq.models.transformer_lm import (
 
 from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
-from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError
+from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
 from ..modules.define.unit_tied_output import UnitTiedOutputProjection
@@ -210,6 +210,19 @@ def _check_settings(args, task) -> None:
                 f"--define-output-layer tied_unit scores the decoder's {out_dim}-dim states against the unit's "
                 f"{in_dim}-dim outputs: drop --decoder-output-dim (or make it --decoder-input-dim)"
             )
+    parse_int_list(args.adaptive_input_cutoff, "--adaptive-input-cutoff")  # whole numbers, not truncated
+    parse_int_list(args.adaptive_softmax_cutoff, "--adaptive-softmax-cutoff")
+    if form == "tied_map":
+        _check_tied_map_settings(args)
+    elif form == "untied":
+        tied = [flag for flag, key in (("--share-decoder-input-output-embed", "share_decoder_input_output_embed"),
+                                       ("--tie-adaptive-weights", "tie_adaptive_weights"),
+                                       ("--tie-adaptive-proj", "tie_adaptive_proj")) if getattr(args, key, False)]
+        if tied:
+            raise DefineConfigError(
+                f"{tied[0]} ties the output layer, but --define-output-layer untied keeps one of its own: drop "
+                f"{' and '.join(tied)}, or use --define-output-layer tied_map (the output tied to the map at n)"
+            )
     if args.adaptive_input:
         if not args.adaptive_input_cutoff:
             raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
@@ -224,6 +237,28 @@ def _check_settings(args, task) -> None:
         raise DefineConfigError(
             "--adaptive-softmax-cutoff without --adaptive-input: the output is tied to the n-dim map table; "
             "add --adaptive-input --adaptive-input-cutoff (the same bands) for an adaptive map and softmax"
+        )
+
+
+def _check_tied_map_settings(args) -> None:
+    """tied_map scores the decoder's features at the map width n, in the adaptive map's own bands
+    and factor (build_model sets them): a --decoder-output-dim or --adaptive-softmax-factor it
+    would replace is refused, not dropped. An unset one reads as its default (d for the output
+    width, or the config's default), which the form replaces without a word."""
+    defaults = {f.name: f.default for f in fields(DefineTransformerLMConfig)}
+    n, out_dim = args.define_map_dim, args.decoder_output_dim
+    if out_dim not in (None, n, args.decoder_embed_dim, defaults["decoder_output_dim"]):
+        raise DefineConfigError(
+            f"--decoder-output-dim {out_dim} does not apply to --define-output-layer tied_map: its features are "
+            f"projected to the map width n={n} (--define-map-dim) and scored against the map; drop it, or use "
+            "--define-output-layer untied for an output layer of its own"
+        )
+    factor, input_factor = args.adaptive_softmax_factor, args.adaptive_input_factor
+    if args.adaptive_input and factor not in (None, input_factor, defaults["adaptive_softmax_factor"]):
+        raise DefineConfigError(
+            f"--adaptive-softmax-factor {factor} differs from --adaptive-input-factor {input_factor}: the softmax is "
+            "tied to the adaptive map, so it takes the map's factor; drop --adaptive-softmax-factor (or set "
+            "--adaptive-input-factor), or use --define-output-layer untied"
         )
 
 

@@ -4,14 +4,19 @@ exhaust memory, and writes are atomic. Each module is one fix: its reason and it
 every file it touches; the code it adds is a module of ``runtime/`` (CopiedModule)."""
 
 from . import (
+    batch_sizes,
     checkpoint_loading,
     checkpoint_writes,
     config_literals,
     dataset_files,
+    dictionary_files,
+    eval_lm_settings,
     generation_inputs,
     hub_archives,
     model_budget,
     model_overrides,
+    model_shapes,
+    output_links,
     plugin_loading,
     preprocess_inputs,
     training_settings,
@@ -32,6 +37,11 @@ GROUPS = (
     generation_inputs,
     hub_archives,
     model_budget,
+    model_shapes,
+    batch_sizes,
+    dictionary_files,
+    output_links,
+    eval_lm_settings,
 )
 PATCHES = sum((group.PATCHES for group in GROUPS), ())
 # the runtime modules (CopiedModule) that the fixes' edits import

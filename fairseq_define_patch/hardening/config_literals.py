@@ -52,18 +52,24 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
     utils_patch = FilePatch(
         "fairseq",
         "fairseq/utils.py",
-        "config strings are parsed as plain data, never run (eval_str_list/_dict, eval_bool)",
+        "config strings are parsed as plain data, never run (eval_str_list/_dict, eval_bool); "
+        "a list of int holds no float that is not whole",
         (
             # before the helpers that use it; fairseq.utils.parse_config_literal is what the
             # other modules bind ``eval`` to (fairseq/__init__.py defines UserError first)
             insert_before(
                 "def eval_str_list(",
-                "from fairseq._define_runtime.config_literals import ConfigLiteralError, parse_config_literal  # noqa: E402\n"
-                "\n\n",
+                "from fairseq._define_runtime.config_literals import ConfigLiteralError, parse_config_literal, "
+                "typed_config_list  # noqa: E402\n\n\n",
             ),
             Edit("        x = eval(x)\n    try:\n", "        x = parse_config_literal(x)\n    try:\n"),
             Edit("        x = eval(x)\n    return x\n", "        x = parse_config_literal(x)\n    return x\n"),
             Edit("        return bool(eval(x))\n", "        return bool(parse_config_literal(x))\n"),
+            # a list of int: a float that is not whole is refused, not truncated (cutoffs)
+            Edit(
+                "        return list(map(type, x))\n    except TypeError:\n",
+                "        return typed_config_list(x, type)  # (fairseq_define) 10.5 is not an int\n    except TypeError:\n",
+            ),
         ),
     )
 

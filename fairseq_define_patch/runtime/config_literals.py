@@ -13,7 +13,7 @@ import ast
 
 from fairseq import UserError as _UserError
 
-__all__ = ["ConfigLiteralError", "parse_config_literal"]
+__all__ = ["ConfigLiteralError", "parse_config_literal", "typed_config_list"]
 
 
 class ConfigLiteralError(_UserError):
@@ -110,3 +110,21 @@ def parse_config_literal(value):
             raise refuse(f"it is nested deeper than {_CONFIG_LITERAL_MAX_DEPTH} levels")
         levels.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return walk(tree.body)
+
+
+def typed_config_list(value, type):
+    """fairseq's eval_str_list after the parse: ``value`` (a parsed list, tuple or number) as a
+    list of ``type``; for ``int``, a number that is not whole is refused (int() truncated the
+    cutoff 10.5 to 10 without a word)."""
+    try:
+        items = list(value)
+    except TypeError:
+        items = [value]
+    if type is int:
+        for item in items:
+            if isinstance(item, float) and not item.is_integer():
+                raise ConfigLiteralError(
+                    "the config value {!r} holds {}, which is not a whole number: give whole numbers "
+                    "here (e.g. the cutoffs 20000,60000)".format(value, item)
+                )
+    return [type(item) for item in items]

@@ -1,7 +1,8 @@
 """fairseq-generate / fairseq-interactive: --beam below 1 and an unusable --input get one line.
 
 --beam 0 failed mid-generation with a reshape RuntimeError; an --input that is a folder, a
-missing file or text that is not UTF-8 failed with a traceback from fileinput.
+missing file or text that is not UTF-8 failed with a traceback from fileinput, and a pipe
+(--input /dev/stdin, a named pipe) was refused as "not an existing file".
 fairseq/sequence_generator.py calls ``check_beam_size``; fairseq_cli/interactive.py reads its
 input through ``read_input_batches``.
 """
@@ -21,9 +22,10 @@ def check_beam_size(beam_size):
 
 def read_input_batches(input, buffer_size):
     """fairseq-interactive's buffered_read, checked: yields the full batches of stripped lines
-    of ``input`` (a file, or - for standard input) and returns the last, partial one."""
+    of ``input`` (a file, a pipe such as /dev/stdin, or - for standard input) and returns the
+    last, partial one."""
     buffer = []
-    if input != "-" and not os.path.isfile(input):
+    if input != "-" and (os.path.isdir(input) or not os.path.exists(input)):  # a pipe (/dev/stdin) reads
         raise UserError(
             "--input {} is {}: give a text file, or - for standard input".format(
                 input, "a folder" if os.path.isdir(input) else "not an existing file"

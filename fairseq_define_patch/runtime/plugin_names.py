@@ -85,7 +85,18 @@ def user_dir_not_found(user_dir):
 
 
 def check_user_dir(user_dir, module_path):
-    """A --user-dir folder without __init__.py would import as an empty namespace package."""
+    """A --user-dir folder without __init__.py would import as an empty namespace package; a
+    file would be imported by a name that is no module (a ModuleNotFoundError traceback)."""
+    if os.path.isfile(module_path):
+        folder = os.path.dirname(module_path)
+        raise UserError(
+            "--user-dir {} is a file: give the plugin's package folder (the folder holding its "
+            "__init__.py){}".format(
+                user_dir,
+                ", did you mean {}?".format(folder) if os.path.isfile(os.path.join(folder, "__init__.py"))
+                else " (for fairseq-define: .../fairseq_define)",
+            )
+        )
     if os.path.isdir(module_path) and not os.path.isfile(os.path.join(module_path, "__init__.py")):
         inner = os.path.join(user_dir, "fairseq_define")
         raise UserError(

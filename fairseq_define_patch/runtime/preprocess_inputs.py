@@ -1,5 +1,5 @@
 """fairseq-preprocess checks its input files (exist, UTF-8, line-aligned) and its --destdir
-before anything is written.
+(no dictionary to overwrite, no link where an output goes) before anything is written.
 
 fairseq-preprocess failed halfway on a missing or non-UTF-8 file, or binarized misaligned
 source and target files without a word, leaving a half-written --destdir behind.
@@ -9,12 +9,15 @@ import os
 
 from fairseq import UserError
 
+from .output_links import PREPROCESS_OUTPUT, check_no_links
+
 __all__ = ["check_inputs"]
 
 
 def check_inputs(args, _file_name, _dict_path):
     """Before anything is written: every input file exists, is UTF-8, and a source file has as
-    many lines as its target file; --destdir holds no dictionary that would be overwritten.
+    many lines as its target file; --destdir holds no dictionary that would be overwritten,
+    and no link where an output goes.
     ``_file_name`` and ``_dict_path`` are fairseq_cli/preprocess.py's own (PREFIX.LANG,
     DESTDIR/dict.LANG.txt)."""
     separate_tgt = not args.only_source and not args.joined_dictionary
@@ -53,6 +56,7 @@ def check_inputs(args, _file_name, _dict_path):
                 "{} has {} lines but {} has {}: source and target files must be line-aligned "
                 "(one sentence pair per line); fix or re-extract them".format(src, n_src, tgt, n_tgt)
             )
+    check_no_links(args.destdir, PREPROCESS_OUTPUT, "--destdir")
     dicts = [(args.source_lang, args.srcdict)]
     if not args.only_source:
         dicts.append((args.target_lang, args.tgtdict))

@@ -172,13 +172,23 @@ def check_unit_sizes(n: int, k: int, depth: int, m: int) -> None:
         check_size(name, flag, value, MAX_DEFINE_WIDTH)
 
 
+def _whole(v) -> int:
+    """int(v) for a whole number (an int, a float such as 4.0, or its text); ValueError for
+    10.5, which int() truncated to 10."""
+    if isinstance(v, bool) or isinstance(v, float) and not v.is_integer():
+        raise ValueError(v)
+    return int(v)
+
+
 def parse_int_list(value: Optional[str], flag: str) -> Optional[List[int]]:
     if value is None or value == "":
         return None
-    if isinstance(value, (list, tuple)):
-        return [int(v) for v in value]
+    if isinstance(value, (list, tuple)) or hasattr(value, "__iter__") and not isinstance(value, str):
+        items = list(value)  # a list, or an omegaconf ListConfig (a stored config)
+    else:
+        items = str(value).strip("()[] ").split(",")  # fairseq also reads "(20000, 60000)"
     try:
-        return [int(v) for v in str(value).split(",")]
+        return [_whole(v) for v in items]
     except ValueError:
         raise DefineConfigError(
             f"{flag} must be comma-separated integers (e.g. 8,4,2), got {value!r}"
