@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "af5905bcf0e049f0d0b2a0b5cf544effb9fe7b08613353557b0d09f1bd8ce132",
+        "3512c85f041c9b6360785ae2684da09af52a5540a0488387263f349b0b226835",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

@@ -50,17 +50,26 @@ def _flag(name):
     return "--" + name.replace("_", "-")
 
 
+# settings a plugin bounds itself, with limits of its own and lines that name them (the
+# fairseq-define plugin's define_*: its config_bounds.py, checked when its model is built);
+# a generic "a layer count" line here would pre-empt its "larger than this plugin supports"
+PLUGIN_PREFIXES = ("define_",)
+
+
 def _settings(cfg):
-    """name -> value of a model config (argparse Namespace or omegaconf DictConfig); a value
-    that does not resolve (an interpolation without its parent) is left out."""
+    """name -> value of a model config (argparse Namespace or omegaconf DictConfig), a
+    plugin's own settings aside; a value that does not resolve (an interpolation without its
+    parent) is left out."""
     if isinstance(cfg, Namespace):
-        return dict(vars(cfg))
+        return {k: v for k, v in vars(cfg).items() if not k.startswith(PLUGIN_PREFIXES)}
     out = {}
     try:
         keys = list(cfg.keys())
     except Exception:
         return out
     for key in keys:
+        if str(key).startswith(PLUGIN_PREFIXES):
+            continue
         try:
             out[str(key)] = cfg.get(key)
         except Exception:  # an interpolation that does not resolve here
