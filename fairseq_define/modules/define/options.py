@@ -40,7 +40,7 @@ class DefineOptions:
     reduce: bool  # not --define-no-reduce
     unit_grad_scale: float  # --define-unit-grad-scale (unset: DEFAULT_UNIT_GRAD_SCALE)
     unit_centring: str  # batch_mean | none (--define-unit-centring)
-    token_path: str  # unique | plain (--define-token-path)
+    token_path: str  # auto | unique | plain (--define-token-path)
     cached_table: bool  # --define-cached-table
 
     @classmethod
