@@ -4,13 +4,15 @@ forward and backward, ``emb(tokens).sum().backward()``, recorded with a TorchDis
 Views launch no kernel and are not counted; every other operator is (allocations and the
 loss's sum and ones_like included, as the issue counted them). On a GPU every counted
 operator but an allocation is at least one kernel launch. The count does not depend on the
-number of tokens, so a small batch measures it.
+number of tokens, so a small batch measures it, and it is taken on the CPU for either device
+(:func:`as_on`: the fused unit's operators differ by device only in its layout copies).
 
-    .venv/bin/python benchmarks/op_count.py          # the paper's three units, both styles, both token paths
+    .venv/bin/python benchmarks/op_count.py    # the paper's three units, both styles, both token paths, both devices
 """
 
 import argparse
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -34,15 +36,31 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_ops(emb, tokens) -> Counter:
+@contextmanager
+def as_on(device: str):
+    """Run the DeFINE unit's fused path as it runs on ``device`` (cpu or cuda), on any
+    device: its operators differ only where a batched matmul writes a strided layout."""
+    from fairseq_define.modules.define import fused_unit
+
+    original = fused_unit.writes_strided
+    fused_unit.writes_strided = lambda _device: device != "cpu"
+    try:
+        yield
+    finally:
+        fused_unit.writes_strided = original
+
+
+def step_ops(emb, tokens, device: str = "cuda") -> Counter:
     """The non-view operators of one training forward and backward of ``emb`` on
-    ``tokens`` (after a warm-up step, whose one-off work is not counted)."""
+    ``tokens``, as ``device`` dispatches them (:func:`as_on`; after a warm-up step, whose
+    one-off work is not counted)."""
     emb.train()
-    for _ in range(2):
-        for p in emb.parameters():
-            p.grad = None  # as fairseq's zero_grad: the step's gradients are new tensors
-        with OpRecorder() as rec:
-            emb(tokens).sum().backward()
+    with as_on(device):
+        for _ in range(2):
+            for p in emb.parameters():
+                p.grad = None  # as fairseq's zero_grad: the step's gradients are new tensors
+            with OpRecorder() as rec:
+                emb(tokens).sum().backward()
     return rec.ops
 
 
@@ -72,15 +90,19 @@ def main():
     parser.add_argument("--verbose", action="store_true", help="list the operators")
     args = parser.parse_args()
     tokens = torch.randint(4, 1000, (8, 32))
-    print(f"{'shape':<5} {'unit':<11} {'token path':<10} {'ops':>4}  host syncs")
+    print("non-view aten operators of a training step (forward + backward) of the DeFINE embedding, as CUDA and "
+          "as the CPU dispatch them (the CPU copies a grouped layer's product once more)")
+    print(f"{'shape':<5} {'unit':<11} {'token path':<10} {'cuda':>5} {'cpu':>5}  host syncs")
     for label, n, k, m, depth in SHAPES:
         for style, transform in (("paper", "define"), ("authors", "define"), ("paper", "projective")):
             for path in ("unique", "plain"):
-                ops = step_ops(build(style, transform, path, n, k, m, depth), tokens)
+                emb = build(style, transform, path, n, k, m, depth)
+                ops = {device: step_ops(emb, tokens, device) for device in ("cuda", "cpu")}
                 name = style if transform == "define" else transform
-                print(f"{label:<5} {name:<11} {path:<10} {sum(ops.values()):>4}  {', '.join(host_syncs(ops)) or '-'}")
+                print(f"{label:<5} {name:<11} {path:<10} {sum(ops['cuda'].values()):>5} {sum(ops['cpu'].values()):>5}  "
+                      f"{', '.join(host_syncs(ops['cuda'])) or '-'}")
                 if args.verbose:
-                    for op, calls in ops.most_common():
+                    for op, calls in ops["cuda"].most_common():
                         print(f"      {calls:>3} {op}")
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fairseq_define.modules import DefineEmbedding
+from fairseq_define.modules.define import fused_unit
 from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients, scale_unit_gradients
 
 from .helpers import define_options
@@ -50,7 +51,10 @@ def out_and_grads(emb, tokens, weight):
 @pytest.mark.parametrize("stability", [dict(), dict(define_unit_centring="none", define_unit_grad_scale=1.0)],
                          ids=["default-stability", "no-stability"])
 @pytest.mark.parametrize("token_path", ["unique", "plain"])
-def test_fused_path_equals_the_modules(case, stability, token_path):
+@pytest.mark.parametrize("strided", [False, True], ids=["cpu-layout", "cuda-layout"])
+def test_fused_path_equals_the_modules(case, stability, token_path, strided, monkeypatch):
+    """``strided``: the matmuls write strided views as on CUDA (fused_unit.writes_strided)."""
+    monkeypatch.setattr(fused_unit, "writes_strided", lambda device: strided)
     options = define_options(define_out_dim=32, define_token_path=token_path, **case, **stability)
     torch.manual_seed(0)
     fused = DefineEmbedding(options, 40, 1, 32).double()

@@ -117,6 +117,13 @@ def _layer_input(step: Step, values) -> torch.Tensor:
     return torch.cat([a.view(T, g, -1), b.view(T, g, -1)], dim=-1).view(T, -1)  # [T, in]
 
 
+def writes_strided(device: torch.device) -> bool:
+    """Whether a batched matmul writes a strided view of the [T, w] layout directly: CUDA's
+    (cuBLAS takes any row stride); the CPU's loops over the groups with one small gemm each,
+    many times slower than its batched kernel into contiguous memory and one copy."""
+    return device.type != "cpu"
+
+
 def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],
             alpha: float = 1.0):
     """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] slice of a
@@ -126,7 +133,12 @@ def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tens
             return torch.mm(x, w[0])  # [T, out] (alpha is 1 here: folds_input_scale)
         return torch.addmm(b, x, w[0], alpha=alpha)  # [T, out]
     g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
-    if b is not None:
+    if not writes_strided(z.device):
+        y = torch.bmm(xg, w) if b is None else torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, out/g]
+        zg.copy_(y)
+        if b is None and alpha != 1.0:
+            z.mul_(alpha)
+    elif b is not None:
         torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha, out=zg)
     elif alpha != 1.0:
         torch.baddbmm(zg, xg, w, beta=0, alpha=alpha, out=zg)  # beta=0: z's contents are not read
@@ -201,7 +213,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
     grads = {program[-1].name: grad_out}
     param_grads = [None] * len(params)
     scaled = []
-    # the input gradients that grouped layers write through strided views: one buffer
+    # the input gradients that grouped layers write in the [T, in] layout: one buffer
     widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) else 0
               for i, step in enumerate(program)]
     buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) else None
@@ -238,7 +250,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         if b is not None:
             param_grads[4 * i + 1] = s
             scaled.append(s)
-        gx = None if buffer is None or not widths[i] else buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1)
+        gx = buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1) if widths[i] else None
         # the map's scale: e's gradient is e_scale times what reaches it, and step 0 (which
         # reads e alone) adds the last share, so its matmul applies the factor to the sum
         _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
@@ -251,7 +263,9 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
                     gx: Optional[torch.Tensor], alpha: float) -> None:
     """The gradient of step i's input (times ``alpha``, and the source's gradient so far too),
     shared out to its sources: a single source's existing gradient takes it in place, a
-    mix's chunks are added where they lie; ``gx``: the [T, in] buffer of a grouped layer."""
+    mix's chunks are added into the input's gradient where they lie and the previous output's
+    chunks are its gradient; ``gx``: the [T, in] buffer a grouped layer's product goes to
+    (in that layout, the activation's backward reads it as it reads contiguous memory)."""
     step = program[i]
     T, g = gz.shape[0], step.groups
     after = 1.0  # a factor left for the accumulated gradient
@@ -260,19 +274,27 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
         if acc.dim() == 2 and acc.stride(1) == 1:
             if g == 1:
                 acc.addmm_(gz, w[0].t(), beta=alpha, alpha=alpha)
-            else:
+            elif writes_strided(acc.device):
                 _group_view(acc, g).baddbmm_(_group_view(gz, g), w.transpose(1, 2), beta=alpha, alpha=alpha)
+            else:
+                y = torch.bmm(_group_view(gz, g), w.transpose(1, 2))  # [g, T, in/g]
+                (acc.mul_(alpha) if alpha != 1.0 else acc).view(T, g, -1).add_(y.transpose(0, 1), alpha=alpha)
             return
-        gx = None if g == 1 else gz.new_empty(T, sum(step.widths))
         after, alpha = alpha, 1.0
+        gx = None if g == 1 else gz.new_empty(T, sum(step.widths))
     if g == 1:
         # [T, in]; beta=0: x only lends its shape
         gx = torch.mm(gz, w[0].t()) if alpha == 1.0 else torch.addmm(x, gz, w[0].t(), beta=0, alpha=alpha)
-    elif alpha == 1.0:
-        torch.bmm(_group_view(gz, g), w.transpose(1, 2), out=_group_view(gx, g))
     else:
-        xg = _group_view(gx, g)
-        torch.baddbmm(xg, _group_view(gz, g), w.transpose(1, 2), beta=0, alpha=alpha, out=xg)
+        gg, wt, xg = _group_view(gz, g), w.transpose(1, 2), _group_view(gx, g)  # [g, T, out/g], [g, out/g, in/g]
+        if not writes_strided(gx.device):
+            xg.copy_(torch.bmm(gg, wt))
+            if alpha != 1.0:
+                gx.mul_(alpha)
+        elif alpha == 1.0:
+            torch.bmm(gg, wt, out=xg)
+        else:
+            torch.baddbmm(xg, gg, wt, beta=0, alpha=alpha, out=xg)  # beta=0: gx's contents are not read
     if step.mode == "one":
         _contribute(grads, step.sources[0], gx)
         if after != 1.0:
