@@ -143,6 +143,14 @@ class DefineConfig(FairseqDataclass):
             "GPU every step, and defeats CUDA graphs and static-shape torch.compile)"
         },
     )
+    define_compile: bool = field(
+        default=False,
+        metadata={
+            "help": "run each DeFINE unit under torch.compile, with a dynamic row count (every batch "
+            "has its own number of tokens, or of distinct tokens): one graph, no recompile "
+            "(docs/define_unit.md). On CUDA with the plain token path (auto's choice there)"
+        },
+    )
     define_cache_on_load: bool = field(
         default=False,
         metadata={"help": "inference: after loading a checkpoint, replace each DeFINE unit by "

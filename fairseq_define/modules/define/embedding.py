@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.fx.experimental._config as fx_config
 from fairseq.modules import FairseqDropout
 
 from .config import DefineConfigError
@@ -90,6 +91,8 @@ class DefineEmbedding(nn.Module):
                     if centring:
                         self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
                     scale_unit_gradients(self.unit, options.unit_grad_scale)
+            if options.compile:  # after the init above, which reads Reduce's input through a hook
+                self.unit.compile(dynamic=True)  # the module keeps its parameter names: checkpoints load as before
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -129,23 +132,31 @@ class DefineEmbedding(nn.Module):
             if self.grad_centring is not None:
                 self.grad_centring.token_counts = counts
             e, scale = self.unit_input(unique)  # [U, n]
-            rows = self.unit(e, token_counts=counts, positions=tokens.numel(), input_scale=scale)  # [U, m]
+            rows = self.run_unit(e, token_counts=counts, positions=tokens.numel(), input_scale=scale)  # [U, m]
             if self.grad_centring is not None:
                 self.grad_centring.token_counts = None
             # a lookup, not rows[inverse]: embedding's backward sums deterministically on
             # CPU (index_put's accumulation order varies between runs)
             return F.embedding(inverse, rows)  # [B, T, m]
         e, scale = self.unit_input(tokens)  # [B, T, n]
-        return self.unit(e, input_scale=scale)  # [B, T, m]
+        return self.run_unit(e, input_scale=scale)  # [B, T, m]
+
+    def run_unit(self, e, **kwargs):
+        """The unit on e; compiled (--define-compile), with each size its own symbol: by
+        default dynamo gives sizes of equal value one symbol, and a batch whose row count
+        happens to equal n would tie it to n, which the weights fix (a recompile later)."""
+        if getattr(self.unit, "_compiled_call_impl", None) is None:
+            return self.unit(e, **kwargs)
+        with fx_config.patch(use_duck_shape=False):
+            return self.unit(e, **kwargs)
 
     def unit_input(self, tokens):
-        """(e, factor): the unit's input for ``tokens`` is factor * e. A standard map without
-        dropout hands its table's rows and its scale (both styles read it so: styles.py),
-        which the unit's fused path folds into its first matmul; otherwise the map as the
-        style reads it (:meth:`map_tokens`) and 1."""
-        if self.map_kind == "standard" and self.map_dropout.p == 0:
-            return self.map(tokens), self.map_scale
-        return self.map_tokens(tokens), 1.0
+        """(e, factor): the unit's input for ``tokens`` is factor * e, with the factor apart
+        where the style reads the map so (styles.py; the unit's fused path folds it into a
+        matmul), else the map as the style reads it (:meth:`map_tokens`) and 1."""
+        factored = STYLES[self.style].factored_map
+        parts = factored(self, tokens) if factored is not None else None
+        return parts if parts is not None else (self.map_tokens(tokens), 1.0)
 
     def unique_tokens(self, device: torch.device) -> bool:
         """Whether the unit runs once per distinct token (``--define-token-path``): auto
