@@ -154,6 +154,8 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048)):
                 t_unit, t_mm = times["unit"], times["mm"]
                 rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
                 rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
+                unit.zero_grad(set_to_none=True)  # as a training step finds them (fairseq's zero_grad)
+                x.grad = None
                 with OpRecorder() as ops:
                     step_unit()
                 print(f"{style:<8} {label:<38} {tokens:>5} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} "
@@ -268,6 +270,7 @@ def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     CUDA each variant's step replayed as a CUDA graph too, where it can be captured."""
     steps = {name: make_step(m) for name, m in models.items()}
     for name, model in models.items():
+        model.zero_grad(set_to_none=True)  # as fairseq's zero_grad leaves them
         with OpRecorder() as ops:
             steps[name]()
         syncs = host_syncs(ops.ops)
