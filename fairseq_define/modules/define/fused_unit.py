@@ -342,8 +342,11 @@ def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, c
     row of e stands for (the unique-token path; None: one each), ``positions``: their sum."""
     params = [p for layer in layers for p in params_of(layer)]
     positions = positions if positions is not None else e.numel() // e.shape[-1]
-    # the path computes in the parameters' dtype (under autocast too, which its out= buffers could not follow)
-    with torch.autocast(device_type=e.device.type, enabled=False):
+    device = e.device.type
+    if torch.is_autocast_enabled(device):  # all of it in autocast's dtype (its out= buffers take one dtype)
+        dtype = torch.get_autocast_dtype(device)
+        e, params = e.to(dtype), [p if p is None else p.to(dtype) for p in params]
+    with torch.autocast(device_type=device, enabled=False):
         return FusedUnitFunction.apply(program, centring, counts, positions, scale, float(e_scale), e, *params)
 
 
