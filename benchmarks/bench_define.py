@@ -269,18 +269,23 @@ def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     of the define variant with its units compiled joins them (its compile time printed); on
     CUDA each variant's step replayed as a CUDA graph too, where it can be captured."""
     steps = {name: make_step(m) for name, m in models.items()}
+    syncs = {}
     for name, model in models.items():
         model.zero_grad(set_to_none=True)  # as fairseq's zero_grad leaves them
         with OpRecorder() as ops:
             steps[name]()
-        syncs = host_syncs(ops.ops)
-        print(f"  {name}: {sum(ops.ops.values())} non-view aten operators a step; host syncs: {', '.join(syncs) or 'none'}")
+        syncs[name] = host_syncs(ops.ops)
+        print(f"  {name}: {sum(ops.ops.values())} non-view aten operators a step; host syncs: "
+              f"{', '.join(syncs[name]) or 'none'}")
     if compile_unit:
         compiled = copy.deepcopy(models["define"])
         steps["define-compiled"] = make_step(compiled)
         print(f"  torch.compile of the units (dynamic shapes): first step {compile_units(compiled, steps['define-compiled']):.0f} s")
     if next(iter(models.values())).parameters().__next__().is_cuda:
         for name in list(models):
+            if syncs[name]:  # a capture would fail there
+                print(f"  {name}: no CUDA graph (the step waits for the device: {', '.join(syncs[name])})")
+                continue
             try:
                 steps[f"{name}-graph"] = cuda_graph(make_step(copy.deepcopy(models[name])))
             except Exception as e:  # noqa: BLE001  (what stops the capture is the finding)
