@@ -17,8 +17,9 @@ What the modules' autograd graph spends kernels on, and what this path does inst
   inside the backward (docs/stability.md).
 
 A unit takes this path when its layers are plain feed-forward steps (skip none, mix or
-concat; no shuffle, no dropout; :func:`program_of`), gradients are on and autocast is off;
-otherwise its modules run (with the hooks for the stability settings).
+concat; no shuffle, no dropout; the units' ``_program``) and gradients are on (under autocast,
+all of it in autocast's dtype); otherwise its modules run (with the hooks for the stability
+settings).
 """
 
 from typing import NamedTuple, Optional, Tuple
