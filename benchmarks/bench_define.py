@@ -14,7 +14,9 @@
 2. train: training step (forward+backward) of define_transformer_wmt_en_de, the AWD-LSTM and
    the Transformer-XL with DeFINE against the same model with a projective map at equal n
    (target overhead <= 3%), at the paper's per-device batch and the CPU recipes' smaller one,
-   with the unique-token path's gain (and with --compile, the units under torch.compile), on
+   with the unique-token path's gain (and with --compile, the units under torch.compile; on
+   CUDA, each step replayed as a CUDA graph too, where it can be captured), the operators each
+   step dispatches, on
    batches of real text (WMT news, PTB, WikiText-2 from the data root, --data-root or
    $FAIRSEQ_DEFINE_DATA: run_scripts/corpora.py; words as ids in frequency order, so a
    batch repeats tokens as text does).
@@ -58,6 +60,7 @@ from fairseq_define.modules import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
+from op_count import OpRecorder, host_syncs  # noqa: E402
 
 DATA_ROOT = None  # --data-root
 
@@ -125,9 +128,10 @@ def build_style_unit(style, n, k, m, depth):
 def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048)):
     """At 8192 rows, and at about the rows the unique-token path hands the unit at the paper's
     NMT batch (4096 tokens a side: some 1,500-2,000 distinct)."""
-    print("\n1a. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size (target >= 0.75)")
+    print("\n1a. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size (target >= 0.75); ops: the non-view "
+          "aten operators of the unit's fwd+bwd on this device (benchmarks/op_count.py)")
     print(f"{'style':<8} {'shape':<38} {'rows':>5} {'unit tokens/s':>14} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} "
-          f"{'fraction':>9}")
+          f"{'fraction':>9} {'ops':>4}")
     for style in ("paper", "authors"):
         for label, n, k, m, depth in UNIT_SHAPES:
             unit = build_style_unit(style, n, k, m, depth).to(device, dtype)
@@ -150,8 +154,12 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048)):
                 t_unit, t_mm = times["unit"], times["mm"]
                 rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
                 rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
+                unit.zero_grad(set_to_none=True)  # as a training step finds them (fairseq's zero_grad)
+                x.grad = None
+                with OpRecorder() as ops:
+                    step_unit()
                 print(f"{style:<8} {label:<38} {tokens:>5} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} "
-                      f"{rate_unit / rate_mm:>9.2f}")
+                      f"{rate_unit / rate_mm:>9.2f} {sum(ops.ops.values()):>4}")
 
 
 def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 tokens
@@ -229,9 +237,8 @@ def report(times, tokens, base="projective"):
 
 
 def compile_units(model, step) -> float:
-    """``torch.compile`` the DeFINE units of ``model`` (dynamic shapes: the unique-token path
-    gives each batch its own number of rows); returns the seconds of the first ``step``,
-    which compiles."""
+    """``torch.compile`` the DeFINE units of ``model`` as ``--define-compile`` does (dynamic
+    row count); returns the seconds of the first ``step``, which compiles."""
     for module in model.modules():
         if isinstance(module, DefineEmbedding) and module.unit is not None:
             module.unit.compile(dynamic=True)
@@ -240,14 +247,50 @@ def compile_units(model, step) -> float:
     return time.perf_counter() - start
 
 
+def cuda_graph(step):
+    """``step`` captured in a CUDA graph (after warm-up steps on a side stream, which also
+    create the gradients the graph accumulates into): a function that replays it. Raises
+    where the step cannot be captured (a host sync: fairseq's encoder asks whether a batch
+    has padding, the unique-token path how many distinct tokens it has)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
 def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     """Median step time of every variant in alternating rounds; with ``compile_unit`` a copy
-    of the define variant with its units compiled joins them (its compile time printed)."""
+    of the define variant with its units compiled joins them (its compile time printed); on
+    CUDA each variant's step replayed as a CUDA graph too, where it can be captured."""
     steps = {name: make_step(m) for name, m in models.items()}
+    syncs = {}
+    for name, model in models.items():
+        model.zero_grad(set_to_none=True)  # as fairseq's zero_grad leaves them
+        with OpRecorder() as ops:
+            steps[name]()
+        syncs[name] = host_syncs(ops.ops)
+        print(f"  {name}: {sum(ops.ops.values())} non-view aten operators a step; host syncs: "
+              f"{', '.join(syncs[name]) or 'none'}")
     if compile_unit:
         compiled = copy.deepcopy(models["define"])
         steps["define-compiled"] = make_step(compiled)
         print(f"  torch.compile of the units (dynamic shapes): first step {compile_units(compiled, steps['define-compiled']):.0f} s")
+    if next(iter(models.values())).parameters().__next__().is_cuda:
+        for name in list(models):
+            if syncs[name]:  # a capture would fail there
+                print(f"  {name}: no CUDA graph (the step waits for the device: {', '.join(syncs[name])})")
+                continue
+            try:
+                steps[f"{name}-graph"] = cuda_graph(make_step(copy.deepcopy(models[name])))
+            except Exception as e:  # noqa: BLE001  (what stops the capture is the finding)
+                torch.cuda.synchronize()
+                print(f"  {name}: no CUDA graph ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
     return interleaved(steps, rounds=rounds, min_run_time=min_run_time)
 
 

@@ -68,7 +68,7 @@ OTHER_SETTINGS = {
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
     "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
     "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
-    "define_unit_centring": {"define_unit_centring": "none"},
+    "define_unit_centring": {"define_unit_centring": "none"}, "define_compile": {"define_compile": True},
 }
 
 

@@ -176,6 +176,80 @@ def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
         torch.testing.assert_close(g_u[name], g_p[name], atol=1e-4, rtol=1e-4, msg=name)
 
 
+# -- the fused unit on the device: the modules' function, no host sync, a CUDA graph -------------
+
+@pytest.mark.parametrize("style", ["paper", "authors"])
+def test_fused_unit_equals_the_modules_on_the_device(style):
+    """The fused path (on CUDA its matmuls write strided layouts) against the layers' modules
+    with the stability hooks, on the device, and against the CPU."""
+    from .test_fused_unit import module_path
+
+    torch.manual_seed(0)
+    options = define_options(define_style=style, define_max_groups=None)
+    emb = {"fused": DefineEmbedding(options, 300, 1, 48)}
+    emb["modules"] = module_path(DefineEmbedding(options, 300, 1, 48), options)
+    emb["modules"].load_state_dict(emb["fused"].state_dict())
+    tokens, weight = torch.randint(2, 300, (16, 40)), torch.randn(16, 40, 48)
+    cpu = emb["fused"](tokens).detach()
+    results = {}
+    for name, module in emb.items():
+        module = module.to(DEVICE).train()
+        module.zero_grad()
+        out = module(tokens.to(DEVICE))
+        (out * weight.to(DEVICE)).sum().backward()
+        results[name] = out.detach().cpu(), {n: p.grad.cpu() for n, p in module.named_parameters()}
+    torch.testing.assert_close(results["fused"][0], results["modules"][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(results["fused"][0], cpu, atol=1e-4, rtol=1e-4)
+    for name, grad in results["modules"][1].items():
+        torch.testing.assert_close(results["fused"][1][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def device_step(style="paper"):
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None), 300, 1, 48).to(DEVICE).train()
+    tokens, weight = torch.randint(2, 300, (16, 40), device=DEVICE), torch.randn(16, 40, 48, device=DEVICE)
+
+    def step():
+        (emb(tokens) * weight).sum().backward()
+
+    return emb, step
+
+
+@pytest.mark.parametrize("style", ["paper", "authors"])
+def test_a_training_step_of_the_embedding_never_waits_for_the_device(style):
+    """``--define-token-path auto`` on CUDA: no operator of the step makes the host wait
+    (CUDA's sync debug mode raises on any)."""
+    if not ON_GPU:
+        pytest.skip("the sync debug mode is CUDA's (tests/test_op_count.py checks the operators on the CPU)")
+    _, step = device_step(style)
+    step()  # warm-up: cuBLAS handles, the allocator
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def test_the_embeddings_training_step_replays_as_a_cuda_graph():
+    """Captured once, the step's replay accumulates the gradients an eager step does."""
+    if not ON_GPU:
+        pytest.skip("CUDA graphs are CUDA's")
+    emb, step = device_step()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up, which also creates the gradients the graph accumulates into
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    grads = {n: p.grad.clone() for n, p in emb.named_parameters()}  # warm-up + capture (capture ran nothing)
+    graph.replay()
+    torch.cuda.synchronize()
+    for n, p in emb.named_parameters():
+        torch.testing.assert_close(p.grad, 2 * grads[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
 # -- a checkpoint trained on the device: generation, caching, the hub, device moves -------------
 
 @pytest.fixture(scope="session")

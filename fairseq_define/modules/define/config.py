@@ -26,7 +26,7 @@ DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "group_layer", "none"])
 DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 # The one place the default unit structure is chosen (docs/define_unit.md compares the two).
 DEFAULT_DEFINE_STYLE = "paper"
-DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["unique", "plain"])
+DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["auto", "unique", "plain"])
 DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
 # --define-unit-grad-scale when not given, for both styles (docs/stability.md)
 DEFAULT_UNIT_GRAD_SCALE = 0.01
@@ -134,11 +134,21 @@ class DefineConfig(FairseqDataclass):
         },
     )
     define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(
-        default="unique",
+        default="auto",
         metadata={
             "help": "unique: run the unit once per distinct token of the batch and gather the "
             "rows (same outputs and gradients, less work; used when the embedding has no "
-            "active dropout); plain: once per position"
+            "active dropout); plain: once per position; auto: unique on the CPU, plain on "
+            "other devices (torch.unique's data-dependent size makes the host wait for the "
+            "GPU every step, and defeats CUDA graphs and static-shape torch.compile)"
+        },
+    )
+    define_compile: bool = field(
+        default=False,
+        metadata={
+            "help": "run each DeFINE unit under torch.compile, with a dynamic row count (every batch "
+            "has its own number of tokens, or of distinct tokens): one graph, no recompile "
+            "(docs/define_unit.md). On CUDA with the plain token path (auto's choice there)"
         },
     )
     define_cache_on_load: bool = field(

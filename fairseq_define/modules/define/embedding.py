@@ -8,12 +8,13 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.fx.experimental._config as fx_config
 from fairseq.modules import FairseqDropout
 
 from .config import DefineConfigError
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
-from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, scale_unit_gradients
+from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, log_stability, scale_unit_gradients
 
 
 def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
@@ -70,7 +71,7 @@ class DefineEmbedding(nn.Module):
         self.map_dropout = FairseqDropout(options.map_dropout, module_name="DefineMapDropout")
         self.embedding_dim = self.schedule.out_dim
         # the unique-token path changes nothing only if no dropout acts inside the embedding
-        self.unique_tokens = options.token_path == "unique"
+        self.token_path = options.token_path
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
         self.grad_centring = None
         if options.cached_table:
@@ -80,11 +81,18 @@ class DefineEmbedding(nn.Module):
             self.unit = build_unit(options, self.schedule)
             self.cached_table = None
             if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
-                if options.unit_centring == "batch_mean":
-                    if self.map_device().type != "meta":  # (built to count parameters)
-                        centre_reduce_bias(self.unit, self.map_outputs_at_init())
-                    self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
-                scale_unit_gradients(self.unit, options.unit_grad_scale)
+                centring = options.unit_centring == "batch_mean"
+                if centring and self.map_device().type != "meta":  # (built to count parameters)
+                    centre_reduce_bias(self.unit, self.map_outputs_at_init())
+                if self.unit.program is not None:  # the fused path's backward applies both
+                    self.unit.grad_centring, self.unit.grad_scale = centring, options.unit_grad_scale
+                    log_stability(self.unit, centring, options.unit_grad_scale)
+                else:  # hooks on the modules' autograd graph
+                    if centring:
+                        self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
+                    scale_unit_gradients(self.unit, options.unit_grad_scale)
+            if options.compile:  # after the init above, which reads Reduce's input through a hook
+                self.unit.compile(dynamic=True)  # the module keeps its parameter names: checkpoints load as before
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -117,19 +125,44 @@ class DefineEmbedding(nn.Module):
             if self.training and torch.is_grad_enabled():
                 raise self._cached_table_error()
             return self.cached_table(tokens)  # [B, T, m]: a plain lookup (section 3.4)
-        if self.unique_tokens and not (self.training and self.has_dropout):
+        if self.unique_tokens(tokens.device) and not (self.training and self.has_dropout):
             # a token's embedding does not depend on its position: compute each distinct
             # token once and gather (gradients accumulate through the gather)
             unique, inverse, counts = torch.unique(tokens, return_inverse=True, return_counts=True)  # [U], [B, T], [U]
             if self.grad_centring is not None:
                 self.grad_centring.token_counts = counts
-            rows = self.unit(self.map_tokens(unique))  # [U, m]
+            e, scale = self.unit_input(unique)  # [U, n]
+            rows = self.run_unit(e, token_counts=counts, positions=tokens.numel(), input_scale=scale)  # [U, m]
             if self.grad_centring is not None:
                 self.grad_centring.token_counts = None
             # a lookup, not rows[inverse]: embedding's backward sums deterministically on
             # CPU (index_put's accumulation order varies between runs)
             return F.embedding(inverse, rows)  # [B, T, m]
-        return self.unit(self.map_tokens(tokens))  # [B, T, m]
+        e, scale = self.unit_input(tokens)  # [B, T, n]
+        return self.run_unit(e, input_scale=scale)  # [B, T, m]
+
+    def run_unit(self, e, **kwargs):
+        """The unit on e; compiled (--define-compile), with each size its own symbol: by
+        default dynamo gives sizes of equal value one symbol, and a batch whose row count
+        happens to equal n would tie it to n, which the weights fix (a recompile later)."""
+        if getattr(self.unit, "_compiled_call_impl", None) is None:
+            return self.unit(e, **kwargs)
+        with fx_config.patch(use_duck_shape=False):
+            return self.unit(e, **kwargs)
+
+    def unit_input(self, tokens):
+        """(e, factor): the unit's input for ``tokens`` is factor * e, with the factor apart
+        where the style reads the map so (styles.py; the unit's fused path folds it into a
+        matmul), else the map as the style reads it (:meth:`map_tokens`) and 1."""
+        factored = STYLES[self.style].factored_map
+        parts = factored(self, tokens) if factored is not None else None
+        return parts if parts is not None else (self.map_tokens(tokens), 1.0)
+
+    def unique_tokens(self, device: torch.device) -> bool:
+        """Whether the unit runs once per distinct token (``--define-token-path``): auto
+        dedups on the CPU only, where it pays; elsewhere torch.unique's output size would
+        reach the host, a device-to-host sync every step."""
+        return self.token_path == "unique" or (self.token_path == "auto" and device.type == "cpu")
 
     @staticmethod
     def _cached_table_error():

@@ -40,7 +40,8 @@ class DefineOptions:
     reduce: bool  # not --define-no-reduce
     unit_grad_scale: float  # --define-unit-grad-scale (unset: DEFAULT_UNIT_GRAD_SCALE)
     unit_centring: str  # batch_mean | none (--define-unit-centring)
-    token_path: str  # unique | plain (--define-token-path)
+    token_path: str  # auto | unique | plain (--define-token-path)
+    compile: bool  # --define-compile
     cached_table: bool  # --define-cached-table
 
     @classmethod
@@ -80,6 +81,7 @@ class DefineOptions:
             unit_grad_scale=float(scale),
             unit_centring=str(s.define_unit_centring),
             token_path=str(s.define_token_path),
+            compile=bool(s.define_compile),
             cached_table=bool(s.define_cached_table),
         )
 

@@ -35,6 +35,9 @@ class Style:
     schedule: Callable  # (DefineOptions, in_dim n, out_dim m) -> the layer shapes of its unit
     unit: type  # unit(schedule, activation=, norm=, bias=, dropout=): e [*, n] -> [*, m]
     read_map: Callable  # (DefineEmbedding, tokens [*]) -> the unit's input e [*, n]
+    # (DefineEmbedding, tokens [*]) -> (e [*, n], factor), the unit's input being factor * e, or
+    # None: read_map's result with the factor apart, which the unit's fused path folds into a matmul
+    factored_map: Optional[Callable] = None
 
 
 def _paper_schedule(options, n: int, m: int):
@@ -58,6 +61,14 @@ def _authors_map(emb, tokens: torch.Tensor) -> torch.Tensor:
     if e.dim() == 3:  # their map dropout: one mask per sequence
         return locked_dropout(e, emb.map_dropout.p, emb.training)
     return emb.map_dropout(e)
+
+
+def _factored_table(emb, tokens: torch.Tensor):
+    """Both styles read a standard map as its table's rows times the map's scale, then
+    dropout: without dropout, the rows and the scale."""
+    if emb.map_kind == "standard" and emb.map_dropout.p == 0:
+        return emb.map(tokens), emb.map_scale  # [*, n]
+    return None
 
 
 # the transforms with no DeFINE unit, which every style builds as the paper does
@@ -89,8 +100,8 @@ def _check_authors(settings) -> None:
 
 # one row per choice of --define-style (DEFINE_STYLE_CHOICES)
 STYLES = {
-    "paper": Style(None, None, _paper_schedule, DefineUnit, _paper_map),
-    "authors": Style(("define",), _check_authors, _authors_schedule, AuthorsDefineUnit, _authors_map),
+    "paper": Style(None, None, _paper_schedule, DefineUnit, _paper_map, _factored_table),
+    "authors": Style(("define",), _check_authors, _authors_schedule, AuthorsDefineUnit, _authors_map, _factored_table),
 }
 
 # every module class that is a DeFINE unit (the parameter report counts them as DeFINE)

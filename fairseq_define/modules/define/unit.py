@@ -8,6 +8,7 @@ from fairseq.modules import FairseqDropout
 
 from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
+from .fused_unit import fused_applies, fused_unit, step_of
 from .group_linear import GroupLinear
 
 _ACTIVATIONS = {
@@ -79,8 +80,43 @@ class DefineUnit(nn.Module):
         )
         self.input_dim = schedule.map_dim
         self.output_dim = schedule.out_dim
+        self.program = self._program()
+        # the stability settings (docs/stability.md), which the embedding sets: the program's
+        # backward applies them; a unit without one gets the hooks of stability/unit_grad_scale.py
+        self.grad_centring = False
+        self.grad_scale = 1.0
 
-    def forward(self, e):
+    def _program(self):
+        """The layers as steps of the fused path (fused_unit.py), None where it cannot run
+        them (projective, residual, shuffle, dropout)."""
+        if not self.layers or self.skip not in ("none", "mix", "concat"):
+            return None
+        n, steps = self.input_dim, []
+        for l, layer in enumerate(self.layers):
+            t = layer.transform
+            if l == 0 or self.skip == "none":
+                src = ("one", ("e",) if l == 0 else (f"h{l}",), (t.in_features,))
+            else:
+                mode = "mix" if self.skip == "mix" and t.groups > 1 else "cat"  # a one-group mix is a concat
+                src = (mode, ("e", f"h{l}"), (n, t.in_features - n))
+            steps.append(step_of(layer, f"h{l + 1}", *src, activation=layer.activation))
+        if self.reduce is not None:
+            w = self.reduce.in_features - n
+            steps.append(step_of(self.reduce, "out", "cat", (f"h{len(self.layers)}", "e"), (w, n)))
+        return None if None in steps else tuple(steps)
+
+    def _program_layers(self):
+        return [*self.layers, *([self.reduce] if self.reduce is not None else [])]
+
+    def forward(self, e, token_counts=None, positions=None, input_scale=1.0):
+        """input_scale * e (e [*, n]) -> [*, m]; ``token_counts`` [U]: how many positions each
+        row of e stands for (the unique-token path), ``positions`` their sum, for the gradient
+        centring; ``input_scale``: the map's scale, which the fused path folds into a matmul."""
+        if fused_applies(self.program, self._program_layers(), e):
+            return fused_unit(self.program, self._program_layers(), e, self.grad_centring, self.grad_scale,
+                              token_counts, positions, input_scale)
+        if input_scale != 1.0:
+            e = e * input_scale
         if not self.layers:  # projective: Linear n -> m
             return self.reduce(e)
         h = self.layers[0](e)  # [*, w_1]

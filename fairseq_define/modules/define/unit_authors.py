@@ -11,6 +11,7 @@ from fairseq.modules import FairseqDropout
 from .schedule_authors import AuthorsSchedule
 from .unit import _ACTIVATIONS, split_and_mix
 from .group_layer_norm import GroupLayerNorm
+from .fused_unit import fused_applies, fused_unit, step_of
 from .group_linear import GroupLinear
 
 
@@ -68,8 +69,34 @@ class AuthorsDefineUnit(nn.Module):
         self.mix_groups = list(s.layer_groups[1:]) + [1]
         self.input_dim = s.map_dim
         self.output_dim = s.out_dim
+        self.program = self._program()
+        self.grad_centring = False  # the stability settings, as DefineUnit's
+        self.grad_scale = 1.0
 
-    def forward(self, e: torch.Tensor) -> torch.Tensor:
+    def _program(self):
+        """The layers as steps of the fused path (fused_unit.py); None with dropout."""
+        half = self.schedule.proj_dim
+        steps = [step_of(self.input_layer, "x", "one", ("e",), (self.input_dim,), self.input_layer.activation)]
+        for l, layer in enumerate([*self.layers, self.output_layer]):
+            name = f"h{l + 1}" if l < len(self.layers) else "out"
+            t = layer.transform
+            if l == 0:
+                steps.append(step_of(layer, name, "one", ("x",), (half,), layer.activation))
+            else:
+                mode = "mix" if t.groups > 1 else "cat"  # a one-group mix is a concat
+                steps.append(step_of(layer, name, mode, ("x", f"h{l}"), (half, t.in_features - half), layer.activation))
+        return None if None in steps else tuple(steps)
+
+    def _program_layers(self):
+        return [self.input_layer, *self.layers, self.output_layer]
+
+    def forward(self, e: torch.Tensor, token_counts=None, positions=None, input_scale=1.0) -> torch.Tensor:
+        """e [*, n] -> [*, m]; ``token_counts``, ``positions``: as DefineUnit's."""
+        if fused_applies(self.program, self._program_layers(), e):
+            return fused_unit(self.program, self._program_layers(), e, self.grad_centring, self.grad_scale,
+                              token_counts, positions, input_scale)
+        if input_scale != 1.0:
+            e = e * input_scale
         x = self.input_layer(e)  # [*, m/2]
         h = x
         for layer, groups in zip(self.layers, self.mix_groups):

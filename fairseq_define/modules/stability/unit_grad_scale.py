@@ -37,6 +37,17 @@ class _GradScale:
         return grad * self.scale
 
 
+def log_stability(unit: nn.Module, centring: bool, scale: float) -> None:
+    """Say what the fused path's backward (define/fused_unit.py) applies, as the hooks say it."""
+    params = [p for p in unit.parameters() if p.requires_grad]
+    if centring:
+        logger.info("DeFINE unit: weight gradients of its %d linear layers centred on the batch mean input "
+                    "(--define-unit-centring batch_mean)", len(unit.program))
+    if scale != 1.0:
+        logger.info("DeFINE unit: gradients of its %d parameters (%.3fM) scaled by %g (--define-unit-grad-scale)",
+                    len(params), sum(p.numel() for p in params) / 1e6, scale)
+
+
 def scale_unit_gradients(unit: nn.Module, scale: float) -> int:
     """Multiply the gradient of every parameter of ``unit`` by ``scale`` as it is computed
     (before fairseq's gradient clipping, data-parallel reduction and the optimizer step).

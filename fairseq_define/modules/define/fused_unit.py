@@ -1,0 +1,357 @@
+"""The DeFINE unit's training step as one autograd Function: the same function and gradients
+as the layers' modules (paper sections 3.1-3.3; the authors' unit too), in a fraction of the
+kernels (issue 40; docs/define_unit.md, "Kernels").
+
+What the modules' autograd graph spends kernels on, and what this path does instead:
+
+- a group linear layer computes [g, T, out/g] and copies it to [T, out] (and its input
+  gradient back): here the batched matmul writes the [T, out] layout directly (``out=`` a
+  strided view of one buffer), forward and backward;
+- the split-and-mix of section 3.3 is one ``cat`` of [T, g, n/g] and [T, g, w/g] views (as
+  before), but its gradient is never copied back: the input's share is added in place into
+  the input's gradient, the previous output's share is read where it lies;
+- ``--define-unit-centring batch_mean`` centres the output gradient in the weight's gradient,
+  sum_t x_t (g_t - c_t mean g)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
+  gradient it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
+  every parameter gradient of the unit: the Python hooks of stability/unit_grad_scale.py,
+  inside the backward (docs/stability.md).
+
+A unit takes this path when its layers are plain feed-forward steps (skip none, mix or
+concat; no shuffle, no dropout; the units' ``_program``) and gradients are on (under autocast,
+all of it in autocast's dtype); otherwise its modules run (with the hooks for the stability
+settings).
+"""
+
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn as nn
+
+aten = torch.ops.aten
+
+
+class Step(NamedTuple):
+    """One weight layer of a unit: output ``name`` = act(norm(F_G(input))), where the input
+    is source ``sources[0]`` (``mode`` one), the concatenation of two sources (cat), or
+    their split-and-mix into ``groups`` chunks each (mix; section 3.3)."""
+
+    name: str
+    mode: str  # one | cat | mix
+    sources: Tuple[str, ...]
+    widths: Tuple[int, ...]  # of each source
+    groups: int
+    out: int
+    norm_dim: int  # features each LayerNorm normalises (0: no norm)
+    eps: float
+    activation: str  # swish | gelu | relu | tanh | linear
+
+
+ACTIVATIONS = ("swish", "gelu", "relu", "tanh", "linear")
+
+
+def step_of(layer: nn.Module, name: str, mode: str, sources, widths, activation: str = "linear") -> Optional[Step]:
+    """The step of a layer (an ExpandLayer or AuthorsLayer; or a GroupLinear alone), None
+    where this path cannot run it."""
+    transform = getattr(layer, "transform", layer)
+    if getattr(transform, "shuffle", False):
+        return None
+    dropout = getattr(layer, "dropout", None)
+    if dropout is not None and dropout.p > 0:
+        return None
+    norm = getattr(layer, "norm", None)
+    if norm is not None and (len(norm.normalized_shape) != 1 or not norm.elementwise_affine):
+        return None
+    if activation not in ACTIVATIONS:
+        return None
+    return Step(name, mode, tuple(sources), tuple(widths), transform.groups, transform.out_features,
+                norm.normalized_shape[0] if norm is not None else 0, norm.eps if norm is not None else 0.0,
+                activation)
+
+
+def params_of(layer: nn.Module):
+    """[W, b, norm weight, norm bias] of a layer (None where it has none)."""
+    transform = getattr(layer, "transform", layer)
+    norm = getattr(layer, "norm", None)
+    return [transform.weight, transform.bias,
+            norm.weight if norm is not None else None, norm.bias if norm is not None else None]
+
+
+def _activate(step: Step, n: torch.Tensor) -> torch.Tensor:
+    if step.activation == "swish":
+        return aten.silu(n)
+    if step.activation == "gelu":
+        return aten.gelu(n)
+    if step.activation == "relu":
+        return aten.relu(n)
+    if step.activation == "tanh":
+        return aten.tanh(n)
+    return n
+
+
+def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The gradient at the activation's input n from the gradient at its output y (both
+    shaped as ``grad``, which may be a strided view of a mixing layer's input gradient)."""
+    if step.activation == "swish":
+        return aten.silu_backward(grad, n.view(grad.shape))
+    if step.activation == "gelu":
+        return aten.gelu_backward(grad, n.view(grad.shape))
+    if step.activation == "relu":
+        return aten.threshold_backward(grad, y.view(grad.shape), 0)
+    if step.activation == "tanh":
+        return aten.tanh_backward(grad, y.view(grad.shape))
+    return grad
+
+
+def _group_view(t: torch.Tensor, groups: int) -> torch.Tensor:
+    """[T, w] as the groups' batch [g, T, w/g] (a view)."""
+    return t.view(t.shape[0], groups, -1).transpose(0, 1)
+
+
+def _layer_input(step: Step, values) -> torch.Tensor:
+    """The [T, in] input of a step (the split-and-mix: [e_1, h_1, e_2, h_2, ...], section 3.3)."""
+    if step.mode == "one":
+        return values[step.sources[0]]
+    a, b = (values[s] for s in step.sources)
+    if step.mode == "cat":
+        return torch.cat([a, b], dim=-1)  # [T, in]
+    T, g = a.shape[0], step.groups
+    return torch.cat([a.view(T, g, -1), b.view(T, g, -1)], dim=-1).view(T, -1)  # [T, in]
+
+
+def writes_strided(device: torch.device) -> bool:
+    """Whether a batched matmul writes a strided view of the [T, w] layout directly: CUDA's
+    (cuBLAS takes any row stride); the CPU's loops over the groups with one small gemm each,
+    many times slower than its batched kernel into contiguous memory and one copy."""
+    return device.type != "cpu"
+
+
+def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],
+            alpha: float = 1.0):
+    """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] slice of a
+    buffer) through a strided view, so no copy reorders [g, T, out/g] into [T, out]."""
+    if step.groups == 1:
+        if b is None:
+            return torch.mm(x, w[0])  # [T, out] (alpha is 1 here: folds_input_scale)
+        return torch.addmm(b, x, w[0], alpha=alpha)  # [T, out]
+    g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
+    if not writes_strided(z.device):
+        y = torch.bmm(xg, w) if b is None else torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, out/g]
+        zg.copy_(y)
+        if b is None and alpha != 1.0:
+            z.mul_(alpha)
+    elif b is not None:
+        torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha, out=zg)
+    elif alpha != 1.0:
+        torch.baddbmm(zg, xg, w, beta=0, alpha=alpha, out=zg)  # beta=0: z's contents are not read
+    else:
+        torch.bmm(xg, w, out=zg)
+    return z
+
+
+def folds_input_scale(program, params) -> bool:
+    """Whether the map's scale can ride in the first layer's matmul (``alpha``), forward and
+    backward: only that layer reads e, and it has a bias or groups (an addmm or baddbmm)."""
+    first = program[0]
+    return (all("e" not in step.sources for step in program[1:])
+            and (first.groups > 1 or params[1] is not None))
+
+
+def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
+    """The unit on e_scale * e2 (e2 [T, n]); with ``keep`` also what the backward reads."""
+    T = e2.shape[0]
+    fold = e_scale != 1.0 and folds_input_scale(program, params)
+    values = {"e": e2 if fold or e_scale == 1.0 else e2 * e_scale}
+    saved = []
+    grouped = [s.out for s in program if s.groups > 1]
+    buffer = e2.new_empty(T * sum(grouped)) if grouped else None  # every grouped layer's output, one allocation
+    offset = 0
+    for i, step in enumerate(program):
+        w, b, nw, nb = params[4 * i: 4 * i + 4]
+        x = _layer_input(step, values)
+        z = None
+        if step.groups > 1:
+            z = buffer[offset: offset + T * step.out].view(T, step.out)
+            offset += T * step.out
+        z = _linear(step, x, w, b, z, e_scale if (fold and i == 0) else 1.0)  # [T, out]
+        mean = rstd = None
+        n = z
+        if step.norm_dim:
+            n, mean, rstd = aten.native_layer_norm(z.view(T, -1, step.norm_dim), [step.norm_dim], nw, nb, step.eps)
+            n = n.view(T, step.out)
+        y = _activate(step, n)
+        values[step.name] = y
+        if keep:
+            saved.append((x, z, mean, rstd, n, y))
+    return values[program[-1].name], saved
+
+
+def _contribute(grads, name: str, t: torch.Tensor) -> None:
+    """Add ``t`` (shaped [T, w] or [T, g, w/g]; a buffer of this backward) to the gradient
+    of value ``name``, in place where the layouts allow."""
+    acc = grads.get(name)
+    if acc is None:
+        grads[name] = t
+    elif acc.dim() == 2 and acc.stride(1) == 1:
+        acc.view(t.shape).add_(t)  # the rows of a [T, w] gradient are contiguous: any grouping is a view
+    elif t.dim() == 2 and t.stride(1) == 1:
+        grads[name] = t.view(acc.shape).add_(acc).view(t.shape)
+    else:
+        grads[name] = acc.reshape(acc.shape[0], -1) + t.reshape(t.shape[0], -1)
+
+
+def _accumulates(program, i: int) -> bool:
+    """Whether step i (reading one source) adds its input gradient into the source's
+    gradient in place: a later step read the source too (the backward visited it first)."""
+    step = program[i]
+    return step.mode == "one" and any(step.sources[0] in later.sources for later in program[i + 1:])
+
+
+def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool, counts: Optional[torch.Tensor],
+                 positions: int, scale: float, e_scale: float):
+    """The gradients of e2 and of every parameter (``params``' order) from ``grad_out`` [T, m]."""
+    T = grad_out.shape[0]
+    fold = e_scale != 1.0 and folds_input_scale(program, params)
+    grads = {program[-1].name: grad_out}
+    param_grads = [None] * len(params)
+    scaled = []
+    # the input gradients that grouped layers write in the [T, in] layout: one buffer
+    widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) else 0
+              for i, step in enumerate(program)]
+    buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) else None
+    offsets = [sum(widths[:i]) * T for i in range(len(program))]
+    for i in reversed(range(len(program))):
+        step = program[i]
+        w, b, nw, nb = params[4 * i: 4 * i + 4]
+        x, z, mean, rstd, n, y = saved[i]
+        gy = grads.pop(step.name)
+        gn = _activation_backward(step, gy, n, y)
+        if step.norm_dim:
+            k = step.out // step.norm_dim
+            gz, gnw, gnb = aten.native_layer_norm_backward(
+                gn.reshape(T, k, step.norm_dim), z.view(T, k, step.norm_dim), [step.norm_dim], mean, rstd, nw, nb,
+                [True, nw is not None, nb is not None])
+            param_grads[4 * i + 2], param_grads[4 * i + 3] = gnw, gnb
+            scaled += [t for t in (gnw, gnb) if t is not None]
+        else:
+            gz = gn
+        gz = gz.reshape(T, step.out)  # [T, out]
+        s = gz.sum(0) if (b is not None or centring) else None  # [out]: the bias gradient
+        gc = gz
+        if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
+            gc = torch.sub(gz, s, alpha=1.0 / positions) if counts is None else torch.addr(gz, counts, s, alpha=-1.0 / positions)
+        alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
+        g = step.groups
+        if g == 1:
+            gw = (torch.mm(x.t(), gc) if alpha == 1.0 else torch.addmm(w[0], x.t(), gc, beta=0, alpha=alpha)).unsqueeze(0)
+        else:
+            xt, gg = _group_view(x, g).transpose(1, 2), _group_view(gc, g)  # [g, in/g, T], [g, T, out/g]
+            gw = torch.bmm(xt, gg) if alpha == 1.0 else torch.baddbmm(w, xt, gg, beta=0, alpha=alpha)  # [g, in/g, out/g]
+        param_grads[4 * i] = gw
+        scaled.append(gw)
+        if b is not None:
+            param_grads[4 * i + 1] = s
+            scaled.append(s)
+        gx = buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1) if widths[i] else None
+        # the map's scale: e's gradient is e_scale times what reaches it, and step 0 (which
+        # reads e alone) adds the last share, so its matmul applies the factor to the sum
+        _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
+    if scale != 1.0 and scaled:
+        torch._foreach_mul_(scaled, scale)
+    return grads["e"], param_grads
+
+
+def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch.Tensor, grads,
+                    gx: Optional[torch.Tensor], alpha: float) -> None:
+    """The gradient of step i's input (times ``alpha``, and the source's gradient so far too),
+    shared out to its sources: a single source's existing gradient takes it in place, a
+    mix's chunks are added into the input's gradient where they lie and the previous output's
+    chunks are its gradient; ``gx``: the [T, in] buffer a grouped layer's product goes to
+    (in that layout, the activation's backward reads it as it reads contiguous memory)."""
+    step = program[i]
+    T, g = gz.shape[0], step.groups
+    after = 1.0  # a factor left for the accumulated gradient
+    if _accumulates(program, i):
+        acc = grads[step.sources[0]]
+        if acc.dim() == 2 and acc.stride(1) == 1:
+            if g == 1:
+                acc.addmm_(gz, w[0].t(), beta=alpha, alpha=alpha)
+            elif writes_strided(acc.device):
+                _group_view(acc, g).baddbmm_(_group_view(gz, g), w.transpose(1, 2), beta=alpha, alpha=alpha)
+            else:
+                y = torch.bmm(_group_view(gz, g), w.transpose(1, 2))  # [g, T, in/g]
+                (acc.mul_(alpha) if alpha != 1.0 else acc).view(T, g, -1).add_(y.transpose(0, 1), alpha=alpha)
+            return
+        after, alpha = alpha, 1.0
+        gx = None if g == 1 else gz.new_empty(T, sum(step.widths))
+    if g == 1:
+        # [T, in]; beta=0: x only lends its shape
+        gx = torch.mm(gz, w[0].t()) if alpha == 1.0 else torch.addmm(x, gz, w[0].t(), beta=0, alpha=alpha)
+    else:
+        gg, wt, xg = _group_view(gz, g), w.transpose(1, 2), _group_view(gx, g)  # [g, T, out/g], [g, out/g, in/g]
+        if not writes_strided(gx.device):
+            xg.copy_(torch.bmm(gg, wt))
+            if alpha != 1.0:
+                gx.mul_(alpha)
+        elif alpha == 1.0:
+            torch.bmm(gg, wt, out=xg)
+        else:
+            torch.baddbmm(xg, gg, wt, beta=0, alpha=alpha, out=xg)  # beta=0: gx's contents are not read
+    if step.mode == "one":
+        _contribute(grads, step.sources[0], gx)
+        if after != 1.0:
+            grads[step.sources[0]] = grads[step.sources[0]] * after
+    elif step.mode == "cat":
+        wa = step.widths[0]
+        _contribute(grads, step.sources[0], gx[:, :wa])
+        _contribute(grads, step.sources[1], gx[:, wa:])
+    else:
+        wa = step.widths[0] // g
+        gx3 = gx.view(T, g, -1)  # [T, g, in/g]: [a_i, b_i] per group
+        _contribute(grads, step.sources[0], gx3[..., :wa])
+        _contribute(grads, step.sources[1], gx3[..., wa:])
+
+
+class FusedUnitFunction(torch.autograd.Function):
+    """e [*, n] -> the unit's output [*, m], for a program of :class:`Step`s and their
+    parameters (four a step: W, b, norm weight, norm bias; None where absent)."""
+
+    @staticmethod
+    def forward(ctx, program, centring, counts, positions, scale, e_scale, e, *params):
+        e2 = e.reshape(-1, e.shape[-1])  # [T, n]
+        out, saved = run_forward(program, e2, params, e_scale, keep=True)
+        ctx.program, ctx.centring, ctx.positions, ctx.scale, ctx.e_scale = program, centring, positions, scale, e_scale
+        ctx.e_shape = e.shape
+        counts = counts.to(e.dtype) if (centring and counts is not None) else None  # [U]
+        ctx.save_for_backward(counts, *[t for step in saved for t in step], *params)
+        return out.view(*e.shape[:-1], out.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        tensors = ctx.saved_tensors
+        counts, k = tensors[0], 6 * len(ctx.program)
+        saved = [tensors[1 + 6 * i: 7 + 6 * i] for i in range(len(ctx.program))]
+        params = tensors[1 + k:]
+        ge, pg = run_backward(ctx.program, saved, params, grad.reshape(-1, grad.shape[-1]), ctx.centring, counts,
+                              ctx.positions, ctx.scale, ctx.e_scale)
+        return (None, None, None, None, None, None, ge.reshape(ctx.e_shape), *pg)
+
+
+def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, counts: Optional[torch.Tensor] = None,
+               positions: Optional[int] = None, e_scale: float = 1.0) -> torch.Tensor:
+    """A unit's output for e_scale * e (e [*, n]) through :class:`FusedUnitFunction`;
+    ``layers``: the modules of the program's steps, ``counts`` [U]: how many positions each
+    row of e stands for (the unique-token path; None: one each), ``positions``: their sum."""
+    params = [p for layer in layers for p in params_of(layer)]
+    positions = positions if positions is not None else e.numel() // e.shape[-1]
+    device = e.device.type
+    if torch.is_autocast_enabled(device):  # all of it in autocast's dtype (its out= buffers take one dtype)
+        dtype = torch.get_autocast_dtype(device)
+        e, params = e.to(dtype), [p if p is None else p.to(dtype) for p in params]
+    with torch.autocast(device_type=device, enabled=False):
+        return FusedUnitFunction.apply(program, centring, counts, positions, scale, float(e_scale), e, *params)
+
+
+def fused_applies(program, layers, e: torch.Tensor) -> bool:
+    """Whether a unit runs this path: it has a program and a gradient is wanted."""
+    return (program is not None and torch.is_grad_enabled()
+            and (e.requires_grad or any(p.requires_grad for layer in layers for p in layer.parameters())))

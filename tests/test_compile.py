@@ -1,0 +1,55 @@
+"""``--define-compile``: the DeFINE unit under torch.compile is one graph with no break and no
+recompile as the number of rows changes from batch to batch (on the plain token path, CUDA's,
+and on the CPU's unique-token path), and computes what the eager unit computes. Compiled with
+dynamo's ``aot_eager`` backend (the graphs AOTAutograd hands a compiler, without generating
+code), so the test runs in seconds."""
+
+import pytest
+import torch
+
+from fairseq_define.modules import DefineEmbedding
+
+from .helpers import define_options
+
+dynamo = pytest.importorskip("torch._dynamo")
+if not dynamo.is_dynamo_supported():
+    pytest.skip("torch.compile is not supported on this Python", allow_module_level=True)
+
+# the first batch has a size equal to n (16): dynamo would by default give the two one symbol
+BATCHES = [(3, 16), (3, 7), (4, 9), (2, 8), (5, 11)]
+
+
+@pytest.mark.parametrize("style", ["paper", "authors"])
+@pytest.mark.parametrize("token_path", ["plain", "unique"])
+def test_the_compiled_unit_is_one_graph_for_every_batch(style, token_path, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(torch.nn.Module, "compile", _compile_with("aot_eager"))
+    kw = dict(define_style=style, define_max_groups=None, define_out_dim=32, define_token_path=token_path)
+    torch.manual_seed(0)
+    compiled = DefineEmbedding(define_options(define_compile=True, **kw), 40, 1, 32)
+    eager = DefineEmbedding(define_options(**kw), 40, 1, 32)
+    eager.load_state_dict(compiled.state_dict())
+    assert compiled.state_dict().keys() == eager.state_dict().keys()  # checkpoints keep their names
+    dynamo.reset()
+    counters.clear()
+    with dynamo.config.patch(error_on_recompile=True):
+        for i, (B, T) in enumerate(BATCHES):
+            tokens = torch.randint(2, 40, (B, T), generator=torch.Generator().manual_seed(i))
+            outs = [emb(tokens) for emb in (compiled, eager)]
+            for out in outs:
+                (out * torch.linspace(-1, 1, 32)).sum().backward()
+            torch.testing.assert_close(outs[0], outs[1])
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1
+    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+def _compile_with(backend):
+    original = torch.nn.Module.compile
+
+    def compile(module, *args, **kwargs):
+        return original(module, *args, **{**kwargs, "backend": backend})
+
+    return compile
