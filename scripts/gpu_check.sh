@@ -111,8 +111,10 @@ step_tests() {
   fi
   if [[ "$WORKERS" -gt 0 ]]; then xdist=(-n "$WORKERS" --dist load); fi
   cd "$ROOT"
+  # -v: each result on its own line as it comes (with xdist a failure's name otherwise waits for
+  # the final report, which a run cut off by a device's time limit never prints)
   # shellcheck disable=SC2086  # --pytest-args: space-separated words
-  ${device[@]+"${device[@]}"} python3 -m pytest tests/test_gpu.py -q -rs -p no:cacheprovider --durations=10 \
+  ${device[@]+"${device[@]}"} python3 -m pytest tests/test_gpu.py -v -rfs -p no:cacheprovider --durations=10 \
     --basetemp "$OUT/tests.tmp" ${xdist[@]+"${xdist[@]}"} ${subset[@]+"${subset[@]}"} $PYTEST_ARGS
 }
 
