@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "e33c7c7f4410eb8dce603bc2a10d19636d434284059ccccb4041826e6bfdab3c",
+        "a261c5c5f08be73d263df4923811111f8a5847539f4e5381f0204b01df211e9d",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "3512c85f041c9b6360785ae2684da09af52a5540a0488387263f349b0b226835",
+        "04535bfa5be934bba0e58f0df990596eb70f1e832c375395d24f1a680ea2f577",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

@@ -60,7 +60,9 @@ def is_neutral_setting(name):
     return name in NEUTRAL_MODEL_SETTINGS or any(part in name for part in NEUTRAL_PARTS)
 
 
-def _settings(cfg):
+def config_values(cfg):
+    """name -> value of a config (argparse Namespace, dict or omegaconf DictConfig; None: {});
+    a value that does not resolve (an interpolation without its parent) is left out."""
     if cfg is None:
         return {}
     if isinstance(cfg, Namespace):
@@ -101,7 +103,7 @@ def _model_options(cfg):
     """A model config's settings; an argparse Namespace (an old checkpoint's args, or the
     cfg.model of a model without a dataclass) holds every setting, the task's too: only its
     model's options are kept."""
-    settings = _settings(cfg)
+    settings = config_values(cfg)
     if not isinstance(cfg, Namespace):
         return settings
     from .model_overrides import _model_option_names

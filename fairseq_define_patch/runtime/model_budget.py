@@ -14,9 +14,10 @@ larger model raises the limit with FAIRSEQ_DEFINE_MAX_PARAMETERS (docs/checkpoin
 
 import math
 import os
-from argparse import Namespace
 
 from fairseq import UserError
+
+from .checkpoint_fit import config_values
 
 __all__ = ["MAX_PARAMETERS", "MAX_POSITIONS", "MAX_LAYERS", "MAX_WIDTH", "ModelBudgetError",
            "check_model_budget", "estimate_parameters", "parameter_limit"]
@@ -57,24 +58,8 @@ PLUGIN_PREFIXES = ("define_",)
 
 
 def _settings(cfg):
-    """name -> value of a model config (argparse Namespace or omegaconf DictConfig), a
-    plugin's own settings aside; a value that does not resolve (an interpolation without its
-    parent) is left out."""
-    if isinstance(cfg, Namespace):
-        return {k: v for k, v in vars(cfg).items() if not k.startswith(PLUGIN_PREFIXES)}
-    out = {}
-    try:
-        keys = list(cfg.keys())
-    except Exception:
-        return out
-    for key in keys:
-        if str(key).startswith(PLUGIN_PREFIXES):
-            continue
-        try:
-            out[str(key)] = cfg.get(key)
-        except Exception:  # an interpolation that does not resolve here
-            continue
-    return out
+    """name -> value of a model config, a plugin's own settings aside."""
+    return {k: v for k, v in config_values(cfg).items() if not str(k).startswith(PLUGIN_PREFIXES)}
 
 
 def _number(value):
