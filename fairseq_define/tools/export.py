@@ -349,28 +349,16 @@ def export_state(model, cfg, task, num_updates: int = 0) -> dict:
 def export_checkpoint(path: str, output: str, data=None) -> str:
     """Read a trained checkpoint and write its stock form to ``output`` (which must not
     exist; written whole or not at all). Returns the stock architecture's name."""
-    from fairseq import checkpoint_utils, utils
-
     from ..output_files import check_output, save_checkpoint
-    from .inference_checkpoint import check_fairseq_checkpoint
+    from .inference_checkpoint import load_ensemble, read_for_rewrite
 
     check_output(output, flag=None)
     if not os.path.isfile(path):
         raise UserError(f"no such checkpoint: {path}")
-    try:
-        state = checkpoint_utils.safe_torch_load(path, map_location="cpu")
-    except checkpoint_utils.CheckpointLoadError as e:
-        raise UserError(str(e)) from None
-    check_fairseq_checkpoint(state, path)
-    try:
-        overrides = {"data": data} if data else {}
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
-    except (checkpoint_utils.CheckpointLoadError, utils.ConfigLiteralError) as e:
-        raise UserError(str(e)) from None
-    except FileNotFoundError as e:
-        raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
+    state = read_for_rewrite(path, output)
+    model, cfg, task = load_ensemble(path, data)
     history = state.get("optimizer_history") or [{}]
-    exported = export_state(models[0], cfg, task, num_updates=int(history[-1].get("num_updates", 0) or 0))
+    exported = export_state(model, cfg, task, num_updates=int(history[-1].get("num_updates", 0) or 0))
     save_checkpoint(exported, output, flag=None)
     model_cfg = exported["cfg"]["model"]
     return getattr(model_cfg, "arch", None) or model_cfg["_name"]

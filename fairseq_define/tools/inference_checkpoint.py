@@ -14,23 +14,28 @@ def check_fairseq_checkpoint(state, path: str) -> None:
                         "give a checkpoint written by fairseq-train (checkpoint_best.pt, checkpointN.pt)")
 
 
-def load_model(path: str, data=None):
-    """A trained checkpoint's model, loaded by fairseq (on the CPU); fairseq's load errors
-    become one clear line."""
+def load_ensemble(path: str, data=None):
+    """(model, cfg, task) of a trained checkpoint, loaded by fairseq (on the CPU); fairseq's
+    load errors become one clear line."""
     from fairseq import checkpoint_utils, utils
 
     try:
         overrides = {"data": data} if data else {}
-        models, _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
     except (checkpoint_utils.CheckpointLoadError, utils.ConfigLiteralError) as e:
         raise UserError(str(e)) from None
     except FileNotFoundError as e:
         raise UserError(f"{e}; pass --data with the directory holding the model's dict.*.txt") from None
-    return models[0]
+    return models[0], cfg, task
 
 
-def load_model_for_rewrite(path: str, output: str, data=None):
-    """(the checkpoint as fairseq wrote it, its model); refuses to overwrite ``output``."""
+def load_model(path: str, data=None):
+    """A trained checkpoint's model (:func:`load_ensemble`)."""
+    return load_ensemble(path, data)[0]
+
+
+def read_for_rewrite(path: str, output: str):
+    """The checkpoint as fairseq wrote it, read safely; refuses to overwrite ``output``."""
     from fairseq import checkpoint_utils
 
     check_output(output, flag=None)  # before the work, which can take minutes (compression)
@@ -39,7 +44,12 @@ def load_model_for_rewrite(path: str, output: str, data=None):
     except checkpoint_utils.CheckpointLoadError as e:
         raise UserError(str(e)) from None
     check_fairseq_checkpoint(state, path)
-    return state, load_model(path, data)
+    return state
+
+
+def load_model_for_rewrite(path: str, output: str, data=None):
+    """(the checkpoint as fairseq wrote it, its model); refuses to overwrite ``output``."""
+    return read_for_rewrite(path, output), load_model(path, data)
 
 
 def mark_cached_tables(state) -> None:
