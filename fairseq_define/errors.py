@@ -55,7 +55,7 @@ _FAIRSEQ_USER_ERRORS = [
      "dictionary; use the dictionary (dict.*.txt) the model was trained with"),
     ("Exception", r"Size of sample #(\d+) is invalid.*max_positions=(.*), skip this example with --skip-invalid-size-inputs-valid-test",
      "sentence #{0} is longer than the model accepts (max positions {1}): drop or split "
-     "overlong lines, or pass --skip-invalid-size-inputs-valid-test"),
+     "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test"),
     ("ValueError", r"--share-all-embeddings requires a joined dictionary",
      "--share-all-embeddings needs one dictionary for source and target: binarize with "
      "fairseq-preprocess --joined-dictionary, or drop --share-all-embeddings"),

@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "da549b7bf518ed8ff2faa40c42fb3325f1234c64092606b1ab37ce917ba829b4",
+        "25f9568456384255a26de1ae840c5f15665282c52836159fc85597ac1ed599cc",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
