@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "a261c5c5f08be73d263df4923811111f8a5847539f4e5381f0204b01df211e9d",
+        "5077e6b245d1effea35c46e2fe9cda65463486b7a17662c684072cd49d163a15",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "04535bfa5be934bba0e58f0df990596eb70f1e832c375395d24f1a680ea2f577",
+        "6acd8c84ae2e8d4ffacc6862a15b004cf819723f16691cdf26f47728333a8d22",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -209,7 +209,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/options.py": (
         "9dab74785d9ec996b670bcaeda8b647766b5db8e3757a17b76bb757a9159df39",
-        "5b9315c40c3e0c78836665d9168db099f4f5235d185175dd0d88ff267c25970e",
+        "7b4123c83e0567b8a6dba49ececea23dbd077ef9621ac4a55e16ab50e7748002",
     ),
     "fairseq/tasks/text_to_speech.py": (
         "5ddb3b1164f537ed96ef54d92b3b7a1c872968e86089f945f4bbaee3dbf4cf54",

@@ -538,6 +538,44 @@ def test_a_stored_config_is_held_to_the_model_budget(tmp_path, setting, value, e
     assert peak < 64 << 20  # refused before the model is built
 
 
+@pytest.mark.cli
+@pytest.mark.parametrize("limit,expected", [
+    ("1000", "more than the limit of 1,000; the largest part is"),  # the flag sets the limit, below or above
+    ("lots", "--max-model-parameters 'lots' must be a positive number of parameters"),
+    ("0", "--max-model-parameters '0' must be a positive number of parameters"),
+])
+def test_the_budget_limit_is_a_command_line_flag(tmp_path, limit, expected):
+    """--max-model-parameters on a stock CLI (fairseq-interactive on the tiny NMT checkpoint,
+    which holds ~20K parameters): one line, before the model is built."""
+    from .helpers import USER_DIR, assert_user_error
+
+    path, _ = nmt_checkpoint(tmp_path)
+    proc = subprocess.run(
+        [str(BIN / "fairseq-interactive"), str(tmp_path), "--user-dir", USER_DIR, "--path", path, "--source-lang",
+         "en", "--target-lang", "de", "--cpu", "--max-model-parameters", limit],
+        input="a house\n", capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "FAIRSEQ_DEFINE_MAX_PARAMETERS"})
+    assert_user_error(proc, "fairseq-interactive", expected)
+
+
+def test_the_budget_flag_is_read_before_the_model_and_listed_in_help(monkeypatch):
+    """parse_args_and_arch hands --max-model-parameters on as the limit (workers fairseq spawns
+    inherit it) and --help lists it; without the flag the limit stays where it was."""
+    from fairseq import options
+    from fairseq._define_runtime import model_budget
+
+    monkeypatch.delenv(model_budget.LIMIT_VARIABLE, raising=False)
+    parser = options.get_training_parser()
+    options.parse_args_and_arch(parser, ["data", "--arch", "transformer", "--max-model-parameters", "5e9"])
+    assert model_budget.parameter_limit() == 5 * 10**9
+    monkeypatch.delenv(model_budget.LIMIT_VARIABLE)
+    options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "transformer"])
+    assert model_budget.parameter_limit() == model_budget.MAX_PARAMETERS
+    help_text = subprocess.run([str(BIN / "fairseq-generate"), "--help"], capture_output=True, text=True,
+                               timeout=120).stdout
+    assert "--max-model-parameters N" in help_text
+
+
 OVERRIDES_OF_THE_FORM = [  # --model-overrides that change the trained function: blamed on the override
     ("output_form", {"define_output_layer": "tied_map"}, r"define_output_layer='tied_map' \(trained with 'untied'\)"),
     ("width", {"decoder_embed_dim": 65536}, r"decoder_embed_dim=65536 \(trained with 32\)"),
@@ -737,3 +775,19 @@ def test_resume_with_another_dictionary_and_dropout_names_the_dictionary(wmt_bin
                    "--gen-subset", "test", "--beam", "2", "--cpu", "--model-overrides",
                    "{'define_output_layer': 'untied'}", check=False)
     assert_user_error(proc, "fairseq-generate", "--model-overrides define_output_layer='untied' (trained with 'tied_map')")
+
+
+@pytest.mark.cli  # starts fairseq-train
+def test_a_run_resumes_with_another_budget_limit(wmt_bin, trained, tmp_path):
+    """--max-model-parameters is kept in a legacy model's stored args but changes no weight: a
+    run resumes under another limit (the form check does not name it) and trains on."""
+    import shutil
+
+    from .helpers import TINY, TINY_TIED, USER_DIR, run_cli
+
+    (tmp_path / "ck").mkdir()
+    shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
+    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                  *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "14",
+                  "--save-dir", tmp_path / "ck", "--cpu", "--no-epoch-checkpoints", "--max-model-parameters", "5e9").stdout
+    assert "Loaded checkpoint" in out and "@ 12 updates" in out and "num_updates 14" in out, out[-2000:]

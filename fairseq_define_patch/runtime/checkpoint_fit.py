@@ -48,6 +48,7 @@ NEUTRAL_MODEL_SETTINGS = {
     "encoder_layers_to_keep", "decoder_layers_to_keep",  # pruning a LayerDrop model on purpose
     "quant_noise_pq", "quant_noise_pq_block_size", "quant_noise_scalar",
     "print_alignment", "data", "arch", "_name", "batch_size", "batch_size_valid",
+    "max_model_parameters",  # the model budget's limit (model_budget.py): a legacy model's args keep it
 }
 
 

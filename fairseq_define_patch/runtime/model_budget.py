@@ -9,9 +9,13 @@ shrinking it). fairseq/models/__init__.py's build_model, which every tool, the t
 hub go through, now calls ``check_model_budget`` first: one line naming the setting and the
 limit. The estimate is deliberately generous (an upper bound for fairseq's transformer, LSTM
 and convolutional families and the plugin's models: every table counted untied); a genuinely
-larger model raises the limit with FAIRSEQ_DEFINE_MAX_PARAMETERS (docs/checkpoints.md).
+larger model raises the limit with --max-model-parameters on the command line (every tool that
+parses fairseq's model options: train, generate, interactive, eval-lm, validate) or with
+FAIRSEQ_DEFINE_MAX_PARAMETERS in the environment (the hub, and any other caller)
+(docs/checkpoints.md).
 """
 
+import argparse
 import math
 import os
 
@@ -19,14 +23,16 @@ from fairseq import UserError
 
 from .checkpoint_fit import config_values
 
-__all__ = ["MAX_PARAMETERS", "MAX_POSITIONS", "MAX_LAYERS", "MAX_WIDTH", "ModelBudgetError",
-           "check_model_budget", "estimate_parameters", "parameter_limit"]
+__all__ = ["LIMIT_FLAG", "LIMIT_VARIABLE", "MAX_PARAMETERS", "MAX_POSITIONS", "MAX_LAYERS", "MAX_WIDTH",
+           "ModelBudgetError", "add_parameter_limit", "check_model_budget", "estimate_parameters",
+           "parameter_limit"]
 
 # entries (parameters and position-table rows times their width) a model may hold by default:
 # 4 GiB in float32, above every model this project trains (the largest is ~250M) and far
 # below what makes a machine swap; FAIRSEQ_DEFINE_MAX_PARAMETERS raises it
 MAX_PARAMETERS = 1 << 30
 LIMIT_VARIABLE = "FAIRSEQ_DEFINE_MAX_PARAMETERS"
+LIMIT_FLAG = "--max-model-parameters"  # the command line's way to set LIMIT_VARIABLE
 # each size on its own: far beyond any trained model, and small enough that a size at the bound
 # fails the estimate at once instead of after minutes of building
 MAX_WIDTH = 1 << 20  # a dimension: embeddings, hidden and FFN sizes
@@ -95,18 +101,42 @@ def _dictionary_size(task):
     return max(sizes, default=0)
 
 
-def parameter_limit():
-    """MAX_PARAMETERS, or the value of FAIRSEQ_DEFINE_MAX_PARAMETERS (e.g. 5e9)."""
-    text = os.environ.get(LIMIT_VARIABLE)
-    if not text:
-        return MAX_PARAMETERS
+def _parse_limit(text, source):
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if not (math.isfinite(value) and value >= 1):
-        raise ModelBudgetError(f"{LIMIT_VARIABLE}={text!r} must be a positive number of parameters, e.g. 5e9")
+        raise ModelBudgetError(f"{source}{text!r} must be a positive number of parameters, e.g. 5e9")
     return int(value)
+
+
+def parameter_limit():
+    """MAX_PARAMETERS, or the value of FAIRSEQ_DEFINE_MAX_PARAMETERS (e.g. 5e9), which
+    --max-model-parameters sets."""
+    text = os.environ.get(LIMIT_VARIABLE)
+    if not text:
+        return MAX_PARAMETERS
+    return _parse_limit(text, f"{LIMIT_VARIABLE}=")
+
+
+def add_parameter_limit(parser, input_args):
+    """--max-model-parameters for a CLI that parses fairseq's model options (options.py's
+    parse_args_and_arch): the option on ``parser`` (so --help lists it and the parse accepts
+    it), and its value, read from ``input_args`` before any model is built, handed on as
+    FAIRSEQ_DEFINE_MAX_PARAMETERS, which workers that fairseq spawns for more devices inherit.
+    A value that is no positive number is one line."""
+    if LIMIT_FLAG not in parser._option_string_actions:  # parse_args_and_arch may run twice on a parser
+        parser.add_argument(
+            LIMIT_FLAG, metavar="N", default=None,
+            help=f"the most parameters and position-table entries a model may hold before it is built "
+                 f"(default {MAX_PARAMETERS:,}, or {LIMIT_VARIABLE}); raise it for a model that large on purpose",
+        )
+    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    reader.add_argument(LIMIT_FLAG, default=None)
+    given, _ = reader.parse_known_args(input_args)
+    if given.max_model_parameters is not None:
+        os.environ[LIMIT_VARIABLE] = str(_parse_limit(given.max_model_parameters, LIMIT_FLAG + " "))
 
 
 def _check_bounds(settings):
@@ -229,6 +259,7 @@ def check_model_budget(cfg, task):
             f"this model would hold about {total:,} parameters and position entries "
             f"({4 * total / 2**30:,.1f} GiB in float32), more than the limit of {limit:,}; the "
             f"largest part is {part}: lower those settings, or, for a model that large on "
-            f"purpose, raise the limit with {LIMIT_VARIABLE}={_raised_limit(total)}"
+            f"purpose, raise the limit with {LIMIT_FLAG} {_raised_limit(total)} (or "
+            f"{LIMIT_VARIABLE}={_raised_limit(total)} in the environment)"
         )
     return cfg
