@@ -1,8 +1,9 @@
-"""DeFINE performance, measured side by side in one process (docs/benchmarks.md, benchmarks 1-4).
+"""DeFINE performance, measured side by side in one process (docs/benchmarks.md, benchmarks 1-6).
 
-    .venv/bin/python benchmarks/bench_define.py            # all four, CPU float32
+    .venv/bin/python benchmarks/bench_define.py            # all six, CPU float32
     .venv/bin/python benchmarks/bench_define.py --only 2 --compile
     .venv/bin/python benchmarks/bench_define.py --only 1 --device cuda --dtype bfloat16
+    .venv/bin/python benchmarks/bench_define.py --only 6 --min-run-time 1   # host time, any CPU
 
 1a. unit: the DeFINE unit of each style (paper, authors) forward+backward at the paper's three
     shapes, as a fraction of the FLOP rate of torch.matmul forward+backward of comparable size
@@ -30,6 +31,11 @@ Benchmarks 1-3 run on ``--device`` in ``--dtype`` and print tokens/s.
 5. output forms: a training step of define_transformer_wmt_en_de with each output layer
    (untied, tied_unit: the unit over the whole vocabulary every step) against the output tied
    at the map width, on a shared 32K vocabulary.
+6. host time: benchmark 2's three families at their layer counts and unit depths but tiny
+   widths and batches, so that a step's time is what the host spends issuing its operators
+   (Python, dispatch, autograd), not arithmetic: on a GPU, where the paper's per-device
+   batches leave a step launch-bound, this is the part of benchmark 2's overhead that the
+   host pays, measured on any CPU (docs/benchmarks.md, "Host time").
 Every ratio is printed with the machine it ran on.
 """
 
@@ -236,12 +242,13 @@ def report(times, tokens, base="projective"):
         print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
 
 
-def compile_units(model, step) -> float:
+def compile_units(model, step, mode="default") -> float:
     """``torch.compile`` the DeFINE units of ``model`` as ``--define-compile`` does (dynamic
-    row count); returns the seconds of the first ``step``, which compiles."""
+    row count), in torch.compile's ``mode`` (reduce-overhead: CUDA graphs of the compiled
+    units on a GPU); returns the seconds of the first ``step``, which compiles."""
     for module in model.modules():
         if isinstance(module, DefineEmbedding) and module.unit is not None:
-            module.unit.compile(dynamic=True)
+            module.unit.compile(dynamic=True, mode=None if mode == "default" else mode)
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
@@ -280,7 +287,8 @@ def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     if compile_unit:
         compiled = copy.deepcopy(models["define"])
         steps["define-compiled"] = make_step(compiled)
-        print(f"  torch.compile of the units (dynamic shapes): first step {compile_units(compiled, steps['define-compiled']):.0f} s")
+        seconds = compile_units(compiled, steps["define-compiled"], compile_unit)
+        print(f"  torch.compile of the units (dynamic shapes, mode {compile_unit}): first step {seconds:.0f} s")
     if next(iter(models.values())).parameters().__next__().is_cuda:
         for name in list(models):
             if syncs[name]:  # a capture would fail there
@@ -369,19 +377,57 @@ def bench_lm_train(device, dtype, min_run_time, txl_layers, compile_unit, batch=
         models = {name: build_lm(arch, vocab, extra).to(device=device, dtype=dtype) for name, (arch, extra) in variants.items()}
         for B, T in batches:
             print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
-            tokens = real_token_ids(corpus(*source), vocab, B, T + 1).to(device)
-
-            def make_step(model):
-                model.train()
-                softmax = model.decoder.adaptive_softmax
-
-                def step():
-                    x, _ = model(tokens[:, :-1])
-                    softmax.target_log_prob(x.reshape(-1, x.size(-1)), tokens[:, 1:].reshape(-1)).sum().backward()
-
-                return step
-
+            make_step = lm_step_maker(corpus(*source), vocab, B, T, device)
             report(timed_variants(models, make_step, 5, min_run_time / 4, compile_unit), B * T)
+
+
+def lm_step_maker(path, vocab, B, T, device):
+    """``make_step(model)``: one training step of a language model (through its adaptive
+    softmax) on B x T tokens of the text at ``path``."""
+    tokens = real_token_ids(path, vocab, B, T + 1).to(device)
+
+    def make_step(model):
+        model.train()
+        softmax = model.decoder.adaptive_softmax
+
+        def step():
+            x, _ = model(tokens[:, :-1])
+            softmax.target_log_prob(x.reshape(-1, x.size(-1)), tokens[:, 1:].reshape(-1)).sum().backward()
+
+        return step
+
+    return make_step
+
+
+# benchmark 6: the widths that leave only the host's work (each family keeps its layers, its
+# unit's depth and grouping, its output layer's form and its vocabulary's bands)
+HOST_NMT = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
+            "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+            "--define-map-dim", "16", "--define-expand-dim", "128"]
+HOST_LM = {
+    "define_awd_lstm_ptb_define": ["--define-map-dim", "16", "--define-expand-dim", "64", "--define-out-dim", "16",
+                                   "--lstm-hidden-dim", "32"],
+    "define_txl_wt103_define_n128": ["--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+                                     "--decoder-attention-heads", "2", "--decoder-head-dim", "16", "--define-map-dim", "16",
+                                     "--define-expand-dim", "128", "--define-out-dim", "32", "--mem-len", "8"],
+}
+HOST_LM["define_txl_wt103_projective_n128"] = HOST_LM["define_txl_wt103_define_n128"]
+
+
+def bench_host(min_run_time, nmt_layers, txl_layers, compile_unit=None):
+    """Benchmark 6: benchmark 2's define / projective ratio where only host time is left."""
+    torch.set_num_threads(1)  # one thread issues a GPU's operators; more only add pool overhead
+    print("\n6. host time of a training step: benchmark 2's models at tiny widths (32) and an 8x8 batch, one "
+          "thread, on the CPU (the share of a launch-bound GPU step that the host pays; target <= 1.03)")
+    variants = tuple((name, extra + HOST_NMT) for name, extra in NMT_VARIANTS)
+    models = build_nmt_variants(nmt_layers, variants, vocab=1000)
+    print(f"  define_transformer_wmt_en_de, {nmt_layers}+{nmt_layers} layers")
+    report(timed_variants(models, nmt_step_maker("cpu", 8, 8, vocab=1000), 9, min_run_time / 4, compile_unit), 64)
+    for label, source, vocab, _, arms in lm_variants(txl_layers):
+        print(f"  {label}")
+        models = {name: build_lm(arch, vocab, extra + HOST_LM[arch]) for name, (arch, extra) in arms.items()}
+        report(timed_variants(models, lm_step_maker(corpus(*source), vocab, 4, 8, "cpu"), 9, min_run_time / 4,
+                              compile_unit), 32)
 
 
 def inference_report(t, tokens):
@@ -439,7 +485,7 @@ def bench_params():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", type=int, choices=[1, 2, 3, 4, 5], help="run one benchmark")
+    parser.add_argument("--only", type=int, choices=[1, 2, 3, 4, 5, 6], help="run one benchmark")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
@@ -447,8 +493,10 @@ def main():
     parser.add_argument("--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)")
     parser.add_argument("--nmt-batch", default="64x64 32x64", help="benchmark 2's NMT batches, sentences x tokens per side "
                         "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
-    parser.add_argument("--compile", action="store_true", help="benchmark 2 also times the define variant with its units "
-                        "under torch.compile (dynamic shapes), and prints the compile time")
+    parser.add_argument("--compile", nargs="?", const="default", metavar="MODE",
+                        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                        help="benchmarks 2 and 6 also time the define variant with its units under torch.compile "
+                        "(dynamic shapes; MODE: torch.compile's mode, default 'default'), and print the compile time")
     parser.add_argument("--quick", action="store_true", help="a check that the benchmarks run: tiny batches, one "
                         "layer, short timings (tests/test_benchmarks.py); its numbers mean nothing")
     parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
@@ -478,6 +526,8 @@ def main():
         rows, length = [int(v) for v in args.nmt_batch.split()[-1].split("x")]
         bench_output_forms(args.device, dtype, args.min_run_time, args.nmt_layers, rows, length,
                            **({"vocab": 500} if quick else {}))
+    if args.only in (None, 6):
+        bench_host(args.min_run_time, args.nmt_layers, args.txl_layers, args.compile)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,11 @@ def test_every_benchmark_runs_in_quick_mode(corpus_root):
                   env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}).stdout
     assert out.startswith("machine: ") or "\nmachine: " in out
     for heading in ("1a. DeFINE unit", "1b. authors-style", "2. training step", "3. embedding lookup",
-                    "3. LM forward at inference", "4. parameters"):
+                    "3. LM forward at inference", "4. parameters", "5. training step", "6. host time"):
         assert heading in out, heading
-    # 1a: both styles at the three shapes; 2: three families, each with the unique-token gain
+    # 1a: both styles at the three shapes; 2 and 6: three families, each with the unique-token gain
     assert sum(line.startswith(("paper ", "authors ")) for line in out.splitlines()) == 6
-    assert out.count("unique-token path gain") == 3
+    assert out.count("unique-token path gain") == 6
+    host = out[out.index("6. host time"):]
+    assert host.count("ratio to projective 1.000") == 3 and host.count("non-view aten operators a step") == 9
     assert out.count("every token through the unit (same work as theirs): ratio") == 2
