@@ -329,6 +329,28 @@ def bench_train(device, dtype, min_run_time, layers, batches, compile_unit):
         make_step = nmt_step_maker(device, rows, length)
         # steps of seconds vary by +-15% on a CPU: medians of 9 alternating rounds
         report(timed_variants(models, make_step, 9, min_run_time / 4, compile_unit), rows * length)
+        embedding_alone(models, real_token_ids(corpus("wmt-news-proxy", "train.en"), 32000, rows, length).to(device),
+                        min_run_time)
+
+
+def embedding_alone(models, src, min_run_time):
+    """The shared embedding's training step by itself on the source batch: DeFINE against the
+    projective map, and on CUDA the DeFINE step replayed as a CUDA graph (what a graphed unit
+    could save where the step is launch-bound)."""
+    steps = {}
+    for name in ("projective", "define"):
+        emb = copy.deepcopy(models[name].encoder.embed_tokens).train()
+        steps[name] = lambda emb=emb: emb(src).float().sum().backward()
+    if src.is_cuda:
+        emb = copy.deepcopy(models["define"].encoder.embed_tokens).train()
+        try:
+            steps["define-graph"] = cuda_graph(lambda: emb(src).float().sum().backward())
+        except Exception as e:  # noqa: BLE001  (what stops the capture is the finding)
+            torch.cuda.synchronize()
+            print(f"  define embedding: no CUDA graph ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+    times = interleaved(steps, rounds=9, min_run_time=min_run_time / 8)
+    print("  the embedding's step alone (source side): " + ", ".join(
+        f"{name} {t * 1e3:.3f} ms ({t / times['projective']:.2f} x projective)" for name, t in times.items()))
 
 
 def bench_output_forms(device, dtype, min_run_time, layers, rows, length, vocab=32000):

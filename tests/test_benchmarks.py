@@ -64,6 +64,7 @@ def test_every_benchmark_runs_in_quick_mode(corpus_root):
     # 1a: both styles at the three shapes; 2 and 6: three families, each with the unique-token gain
     assert sum(line.startswith(("paper ", "authors ")) for line in out.splitlines()) == 6
     assert out.count("unique-token path gain") == 6
+    assert out.count("the embedding's step alone (source side): projective") == 1  # 2, the NMT batch
     host = out[out.index("6. host time"):]
     assert host.count("ratio to projective 1.000") == 3 and host.count("non-view aten operators a step") == 9
     assert out.count("every token through the unit (same work as theirs): ratio") == 2
