@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "6acd8c84ae2e8d4ffacc6862a15b004cf819723f16691cdf26f47728333a8d22",
+        "425153702679b2e9830c47a853940956d01c8179cdba2137c9b5d0ca6c169562",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

@@ -29,7 +29,7 @@ __all__ = ["LIMIT_FLAG", "LIMIT_VARIABLE", "MAX_PARAMETERS", "MAX_POSITIONS", "M
 
 # entries (parameters and position-table rows times their width) a model may hold by default:
 # 4 GiB in float32, above every model this project trains (the largest is ~250M) and far
-# below what makes a machine swap; FAIRSEQ_DEFINE_MAX_PARAMETERS raises it
+# below what makes a machine swap; --max-model-parameters (or FAIRSEQ_DEFINE_MAX_PARAMETERS) raises it
 MAX_PARAMETERS = 1 << 30
 LIMIT_VARIABLE = "FAIRSEQ_DEFINE_MAX_PARAMETERS"
 LIMIT_FLAG = "--max-model-parameters"  # the command line's way to set LIMIT_VARIABLE
