@@ -564,11 +564,13 @@ def test_the_budget_flag_is_read_before_the_model_and_listed_in_help(monkeypatch
     from fairseq import options
     from fairseq._define_runtime import model_budget
 
-    monkeypatch.delenv(model_budget.LIMIT_VARIABLE, raising=False)
+    # set (empty: no limit given) through monkeypatch, so that what the parse writes into the
+    # environment is undone after the test
+    monkeypatch.setenv(model_budget.LIMIT_VARIABLE, "")
     parser = options.get_training_parser()
     options.parse_args_and_arch(parser, ["data", "--arch", "transformer", "--max-model-parameters", "5e9"])
     assert model_budget.parameter_limit() == 5 * 10**9
-    monkeypatch.delenv(model_budget.LIMIT_VARIABLE)
+    monkeypatch.setenv(model_budget.LIMIT_VARIABLE, "")
     options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "transformer"])
     assert model_budget.parameter_limit() == model_budget.MAX_PARAMETERS
     help_text = subprocess.run([str(BIN / "fairseq-generate"), "--help"], capture_output=True, text=True,
