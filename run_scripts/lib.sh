@@ -9,8 +9,14 @@ set -euo pipefail
 RUN_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$RUN_SCRIPTS/.." && pwd)"
 USER_DIR="$ROOT/fairseq_define"
-# the project's environment (make setup), when there is one and it is not already active
-if [[ -x "$ROOT/.venv/bin/fairseq-train" && ":$PATH:" != *":$ROOT/.venv/bin:"* ]]; then
+# the project's environment (make setup), when there is one, it is not already active, and
+# the Python first on the PATH has no fairseq_define of its own (an active environment that
+# has the package, such as another Python's venv of this checkout, keeps its tools; the
+# checkout's folder itself is not looked at)
+if [[ -x "$ROOT/.venv/bin/fairseq-train" && ":$PATH:" != *":$ROOT/.venv/bin:"* ]] && ! python3 -c '
+import importlib.util, sys
+sys.path = [p for p in sys.path if p not in ("", ".")]
+sys.exit(importlib.util.find_spec("fairseq_define") is None)' 2>/dev/null; then
   PATH="$ROOT/.venv/bin:$PATH"
 fi
 

@@ -190,6 +190,25 @@ def test_prepare_lm_refuses_a_changed_file(tmp_path, corpus_root):
     assert not (tmp_path / "out" / "bin").exists()
 
 
+def test_recipes_use_the_active_environment_with_the_package():
+    """lib.sh puts the checkout's .venv first only where the Python on the PATH has no
+    fairseq_define of its own: an environment that runs the tests (another Python's venv of
+    this checkout too) keeps its own tools, and the checkout's folder is not taken for an
+    installed package."""
+    import os
+
+    found = run_cli("bash", "-c", f'source "{RUN_SCRIPTS}/lib.sh"; command -v fairseq-train', cwd=ROOT,
+                    env={"PATH": f"{BIN}:{os.environ.get('PATH', '')}"}).stdout.strip()
+    assert found == str(BIN / "fairseq-train")
+    # no environment's tools on the PATH: the checkout's .venv is taken
+    bare = ":".join(p for p in os.environ.get("PATH", "").split(":") if not os.path.exists(os.path.join(p, "fairseq-train")))
+    if not (ROOT / ".venv" / "bin" / "fairseq-train").exists():
+        pytest.skip("no .venv in this checkout")
+    found = run_cli("bash", "-c", f'source "{RUN_SCRIPTS}/lib.sh"; command -v fairseq-train', cwd=ROOT,
+                    env={"PATH": bare}).stdout.strip()
+    assert found == str(ROOT / ".venv" / "bin" / "fairseq-train")
+
+
 @pytest.mark.parametrize("updates, interval", [("", 4000), ("300", 300), ("5000", 4000), ("0", 1)])
 def test_within_budget_keeps_an_interval_inside_the_updates(updates, interval):
     out = run_cli("bash", "-c", f'source "{RUN_SCRIPTS}/lib.sh"; UPDATES="{updates}"; within_budget 4000').stdout
