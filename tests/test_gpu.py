@@ -150,6 +150,19 @@ def test_define_unit_in_bf16_is_close_to_float32(transform):
 
 # -- the unique-token path on the device --------------------------------------------------
 
+def steps_on_the_device(embeddings, tokens, weight):
+    """name -> (output, {parameter: gradient}), on the CPU, of one training step of each
+    embedding moved to the device, on ``tokens`` with the loss sum(out * weight)."""
+    results = {}
+    for name, module in embeddings.items():
+        module = module.to(DEVICE).train()
+        module.zero_grad()
+        out = module(tokens.to(DEVICE))
+        (out * weight.to(DEVICE)).sum().backward()
+        results[name] = out.detach().cpu(), {n: p.grad.cpu() for n, p in module.named_parameters()}
+    return results
+
+
 @pytest.mark.parametrize("style, transform", [("paper", "define"), ("paper", "hgt"), ("paper", "glt_shuffle"),
                                               ("paper", "projective"), ("authors", "define")])
 def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
@@ -162,13 +175,7 @@ def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
     tokens = torch.randint(2, 300, (16, 40))  # 640 tokens, many repeated, no padding row
     weight = torch.randn(16, 40, 48)
     ref = emb["plain"](tokens)
-    results = {}
-    for path, module in emb.items():
-        module = module.to(DEVICE).train()
-        module.zero_grad()
-        out = module(tokens.to(DEVICE))
-        (out * weight.to(DEVICE)).sum().backward()
-        results[path] = out.detach().cpu(), {n: p.grad.cpu() for n, p in module.named_parameters()}
+    results = steps_on_the_device(emb, tokens, weight)
     (out_p, g_p), (out_u, g_u) = results["plain"], results["unique"]
     torch.testing.assert_close(out_u, out_p, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out_p, ref.detach(), atol=1e-4, rtol=1e-4)  # the device agrees with the CPU
@@ -191,13 +198,7 @@ def test_fused_unit_equals_the_modules_on_the_device(style):
     emb["modules"].load_state_dict(emb["fused"].state_dict())
     tokens, weight = torch.randint(2, 300, (16, 40)), torch.randn(16, 40, 48)
     cpu = emb["fused"](tokens).detach()
-    results = {}
-    for name, module in emb.items():
-        module = module.to(DEVICE).train()
-        module.zero_grad()
-        out = module(tokens.to(DEVICE))
-        (out * weight.to(DEVICE)).sum().backward()
-        results[name] = out.detach().cpu(), {n: p.grad.cpu() for n, p in module.named_parameters()}
+    results = steps_on_the_device(emb, tokens, weight)
     torch.testing.assert_close(results["fused"][0], results["modules"][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(results["fused"][0], cpu, atol=1e-4, rtol=1e-4)
     for name, grad in results["modules"][1].items():
