@@ -61,6 +61,7 @@ from fairseq_define.modules import (
     build_authors_schedule,
     build_schedule,
 )
+from fairseq_define.modules.define.config import DEFINE_COMPILE_MODE_CHOICES
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
@@ -69,6 +70,7 @@ import corpora  # noqa: E402  (the data root and the checksums of run_scripts/co
 from op_count import OpRecorder, host_syncs  # noqa: E402
 
 DATA_ROOT = None  # --data-root
+ROW_BUCKET = 0  # --row-bucket
 
 
 def corpus(dataset: str, name: str) -> Path:
@@ -242,13 +244,15 @@ def report(times, tokens, base="projective"):
         print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
 
 
-def compile_units(model, step, mode="default") -> float:
+def compile_units(model, step, mode="default", bucket=0) -> float:
     """``torch.compile`` the DeFINE units of ``model`` as ``--define-compile`` does (dynamic
-    row count), in torch.compile's ``mode`` (reduce-overhead: CUDA graphs of the compiled
-    units on a GPU); returns the seconds of the first ``step``, which compiles."""
+    row count), in torch.compile's ``mode`` (``--define-compile-mode``; reduce-overhead: CUDA
+    graphs of the compiled units on a GPU), their rows padded to a multiple of ``bucket``
+    (``--define-row-bucket``); returns the seconds of the first ``step``, which compiles."""
     for module in model.modules():
         if isinstance(module, DefineEmbedding) and module.unit is not None:
             module.unit.compile(dynamic=True, mode=None if mode == "default" else mode)
+            module.row_bucket = bucket
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
@@ -287,8 +291,9 @@ def timed_variants(models, make_step, rounds, min_run_time, compile_unit):
     if compile_unit:
         compiled = copy.deepcopy(models["define"])
         steps["define-compiled"] = make_step(compiled)
-        seconds = compile_units(compiled, steps["define-compiled"], compile_unit)
-        print(f"  torch.compile of the units (dynamic shapes, mode {compile_unit}): first step {seconds:.0f} s")
+        seconds = compile_units(compiled, steps["define-compiled"], compile_unit, ROW_BUCKET)
+        print(f"  torch.compile of the units (dynamic shapes, mode {compile_unit}, rows padded to a multiple of "
+              f"{ROW_BUCKET or 1}): first step {seconds:.0f} s")
     if next(iter(models.values())).parameters().__next__().is_cuda:
         for name in list(models):
             if syncs[name]:  # a capture would fail there
@@ -516,9 +521,13 @@ def main():
     parser.add_argument("--nmt-batch", default="64x64 32x64", help="benchmark 2's NMT batches, sentences x tokens per side "
                         "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
     parser.add_argument("--compile", nargs="?", const="default", metavar="MODE",
-                        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                        choices=[str(c.value) for c in DEFINE_COMPILE_MODE_CHOICES],
                         help="benchmarks 2 and 6 also time the define variant with its units under torch.compile "
-                        "(dynamic shapes; MODE: torch.compile's mode, default 'default'), and print the compile time")
+                        "(--define-compile: dynamic shapes; MODE: torch.compile's mode, --define-compile-mode, default "
+                        "'default'), and print the compile time")
+    parser.add_argument("--row-bucket", type=int, default=0, metavar="N",
+                        help="with --compile: the compiled units' rows padded to a multiple of N (--define-row-bucket; "
+                        "static shapes for reduce-overhead's CUDA graphs)")
     parser.add_argument("--quick", action="store_true", help="a check that the benchmarks run: tiny batches, one "
                         "layer, short timings (tests/test_benchmarks.py); its numbers mean nothing")
     parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
@@ -527,8 +536,8 @@ def main():
     quick = dict(tokens=256, rows=4, length=64, lm_batch=(2, 16)) if args.quick else {}
     if args.quick:
         args.min_run_time, args.nmt_layers, args.txl_layers, args.nmt_batch = 0.02, 1, 1, "4x16"
-    global DATA_ROOT
-    DATA_ROOT = args.data_root
+    global DATA_ROOT, ROW_BUCKET
+    DATA_ROOT, ROW_BUCKET = args.data_root, args.row_bucket
     dtype = getattr(torch, args.dtype)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")

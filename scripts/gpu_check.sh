@@ -5,6 +5,10 @@
 #           interactive, eval-lm, cached tables, the hub, the unique-token path, GPU <-> CPU
 #           checkpoints, each against the CPU
 #   bench   benchmarks 1-3 of benchmarks/bench_define.py on cuda in bfloat16
+#   graphs  (only when asked for: --steps) benchmark 2 again with the units compiled in
+#           reduce-overhead mode, rows padded to multiples of 512: the unit as CUDA graphs
+#           (--define-compile-mode reduce-overhead --define-row-bucket 512); compiling takes
+#           a minute or more a model
 #   table3  run_scripts/table3_transformer_wmt14.sh at full-scale settings (both rows,
 #           define_transformer_wmt_en_de and its baseline, fp16, --max-tokens 4096 x 8) for a
 #           short budget, trained on the WMT news proxy corpus, evaluation capped
@@ -36,7 +40,7 @@ usage() {
 Options:
   --out DIR          where the summary, the logs and the recipe's runs go (required)
   --cpu              the same steps at tiny budgets on the CPU (no GPU needed)
-  --steps "S ..."    run only these of: tests bench table3 (default: all three)
+  --steps "S ..."    run these of: tests bench graphs table3 (default: tests bench table3)
   --updates U        Table 3: training updates per row (default 150; --cpu 6)
   --max-eval-lines N Table 3: evaluate on the first N lines of each split (default 200; --cpu 10)
   --pairs P          Table 3: train on the first P pairs of the proxy corpus (default all 23,739; --cpu 2,000)
@@ -66,9 +70,9 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$OUT" ]] || die "--out DIR is required (see --help)"
 for s in $STEPS; do
-  [[ " tests bench table3 " == *" $s "* ]] || die "--steps takes tests, bench and table3 (got '$s')"
+  [[ " tests bench graphs table3 " == *" $s "* ]] || die "--steps takes tests, bench, graphs and table3 (got '$s')"
 done
-[[ -n "$STEPS" ]] || die "--steps needs at least one of: tests bench table3"
+[[ -n "$STEPS" ]] || die "--steps needs at least one of: tests bench graphs table3"
 for v in "$T3_UPDATES" "$EVAL_LINES" "$PAIRS" "$WORKERS"; do
   [[ -z "$v" || "$v" =~ ^[0-9]+$ ]] || die "--updates, --max-eval-lines, --pairs and --workers take a whole number (got '$v')"
 done
@@ -129,6 +133,15 @@ step_bench() {
   done
 }
 
+step_graphs() {
+  local root args
+  root="$(data_root)"
+  args=(--only 2 --data-root "$root")
+  if [[ $CPU == 1 ]]; then args+=(--quick --device cpu --dtype float32 --compile default --row-bucket 16)
+  else args+=(--device cuda --dtype bfloat16 --min-run-time 0.5 --compile reduce-overhead --row-bucket 512); fi
+  python3 "$ROOT/benchmarks/bench_define.py" "${args[@]}"
+}
+
 # the data root the corpora checks use (--data-root, FAIRSEQ_DEFINE_DATA or the defaults)
 data_root() {
   local tests
@@ -182,6 +195,18 @@ if m:
     numbers["tests"]["failed"] = re.findall(r"^FAILED (\S+)", tests, re.M)
     numbers["tests"]["skipped"] = sorted(set(re.findall(r"^SKIPPED \[\d+\] \S+: (.*)$", tests, re.M)))
 
+def train_ratios(log):
+    """Benchmark 2's ratios to projective: {section: {variant: ratio}}."""
+    ratios, section = {}, None
+    for line in log.splitlines():
+        if line.startswith("2. training step"):
+            section = line[3:].strip()
+        m2 = re.match(r"\s+(define\S*)\s+[0-9.]+ ms/step\s+\d+ tokens/s\s+ratio to projective ([0-9.]+)", line)
+        if section and m2:
+            ratios.setdefault(section, {})[m2.group(1)] = float(m2.group(2))
+    return ratios
+
+
 bench = read("bench")
 if bench:
     b = numbers["bench"] = {"machine": next(iter(re.findall(r"^machine: (.*)$", bench, re.M)), "")}
@@ -189,15 +214,12 @@ if bench:
         {"style": s, "shape": shape.strip(), "rows": int(r), "fraction": float(f)}
         for s, shape, r, f in re.findall(r"^(paper|authors)\s+(.+?)\s+(\d+)\s+\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)$", bench, re.M)]
     b["1b_ours_over_authors_code"] = [float(x) for x in re.findall(r"ms, ratio ([0-9.]+); every token", bench)]
-    b["2_train_step_ratio_to_projective"] = {}
-    section = None
-    for line in bench.splitlines():
-        if line.startswith("2. training step"):
-            section = line[3:].strip()
-        m2 = re.match(r"\s+(define\S*)\s+[0-9.]+ ms/step\s+\d+ tokens/s\s+ratio to projective ([0-9.]+)", line)
-        if section and m2:
-            b["2_train_step_ratio_to_projective"].setdefault(section, {})[m2.group(1)] = float(m2.group(2))
+    b["2_train_step_ratio_to_projective"] = train_ratios(bench)
     b["3_cached_over_plain"] = [float(x) for x in re.findall(r"^\s+cached .* ratio ([0-9.]+)$", bench, re.M)]
+graphs = read("graphs")
+if graphs:
+    numbers["graphs"] = {"2_train_step_ratio_to_projective": train_ratios(graphs),
+                         "compile": re.findall(r"torch.compile of the units \((.*)\): first step (\d+) s", graphs)}
 
 runs = out / "table3" / "runs"
 if runs.is_dir():
@@ -259,6 +281,11 @@ if "bench" in numbers:
     for section, ratios in b["2_train_step_ratio_to_projective"].items():
         md += [f"- 2 {section}: " + ", ".join(f"{k} / projective {v:.3f}" for k, v in ratios.items())]
     md += [f"- 3 cached / plain: {x:.3f}" for x in b["3_cached_over_plain"]]
+if "graphs" in numbers:
+    g = numbers["graphs"]
+    md += ["", "Benchmark 2 with the units compiled (" + "; ".join(f"{how}: first step {s} s" for how, s in g["compile"]) + "):"]
+    for section, ratios in g["2_train_step_ratio_to_projective"].items():
+        md += [f"- 2 {section}: " + ", ".join(f"{k} / projective {v:.3f}" for k, v in ratios.items())]
 if "table3" in numbers:
     t3 = numbers["table3"]
     md += ["", f"Table 3 recipe, {t3['updates']} updates a row, evaluation on {t3['max_eval_lines']} lines, "

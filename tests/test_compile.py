@@ -21,10 +21,16 @@ BATCHES = [(3, 16), (3, 7), (4, 9), (2, 8), (5, 11)]
 
 @pytest.mark.parametrize("style", ["paper", "authors"])
 @pytest.mark.parametrize("token_path", ["plain", "unique"])
-def test_the_compiled_unit_is_one_graph_for_every_batch(style, token_path, monkeypatch):
+@pytest.mark.parametrize("strided", [False, True], ids=["cpu-layout", "cuda-layout"])
+def test_the_compiled_unit_is_one_graph_for_every_batch(style, token_path, strided, monkeypatch):
+    """``strided``: as on a device whose matmuls write strided views (CUDA: an ``out=`` into
+    a view, which would break the graph at every layer; fused_unit.writes_strided)."""
     from torch._dynamo.utils import counters
 
+    from fairseq_define.modules.define import fused_unit
+
     monkeypatch.setattr(torch.nn.Module, "compile", _compile_with("aot_eager"))
+    monkeypatch.setattr(fused_unit, "strided_device", lambda device: strided)
     kw = dict(define_style=style, define_max_groups=None, define_out_dim=32, define_token_path=token_path)
     torch.manual_seed(0)
     compiled = DefineEmbedding(define_options(define_compile=True, **kw), 40, 1, 32)

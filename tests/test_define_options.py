@@ -62,13 +62,14 @@ OTHER_SETTINGS = {
     "define_style": {"define_style": "authors"}, "define_transform": {"define_transform": "projective"},
     "define_map_dim": {"define_map_dim": 32}, "define_expand_dim": {"define_expand_dim": 128},
     "define_depth": {"define_depth": 5}, "define_out_dim": {"define_out_dim": 24},
-    "define_max_groups": {"define_max_groups": 2}, "define_groups": {"define_groups": "4,2,1"},
+    "define_max_groups": {"define_max_groups": 2}, "define_groups": {"define_groups": "2,2,1"},
     "define_activation": {"define_activation": "relu"}, "define_norm": {"define_norm": "none"},
     "define_no_bias": {"define_no_bias": True}, "define_dropout": {"define_dropout": 0.1},
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
     "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
     "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
     "define_unit_centring": {"define_unit_centring": "none"}, "define_compile": {"define_compile": True},
+    "define_compile_mode": {"define_compile_mode": "reduce-overhead"}, "define_row_bucket": {"define_row_bucket": 8},
 }
 
 
@@ -184,3 +185,37 @@ def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
     old.load_state_dict(new.state_dict())
     tokens = torch.randint(4, 60, (2, 6))
     torch.testing.assert_close(old(tokens)[0], new(tokens)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("flag", sorted(OTHER_SETTINGS))
+def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with_it(flag, monkeypatch):
+    """The patch's checkpoint checks refuse a resume, a fine-tune or a --model-overrides that
+    changes a setting unless it is neutral (config_bounds.NEUTRAL_MODEL_SETTINGS): a neutral
+    one must leave the weights' function as it is (the same parameters and, outside training,
+    the same outputs: dropout and gradient treatments are neutral), and every other one must
+    change the parameters or the outputs, or the checks would refuse what is safe (resuming
+    with --define-compile, say)."""
+    import torch
+
+    from fairseq._define_runtime.checkpoint_fit import is_neutral_setting
+    from fairseq_define.modules import DefineEmbedding
+    from fairseq_define.modules.define.config import DefineConfigError
+
+    original = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",  # compiled as dynamo hands a compiler its graphs, in seconds
+                        lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
+    base = dict(define_out_dim=32)
+    torch.manual_seed(0)
+    ours = DefineEmbedding(DefineOptions.from_config(define_cfg(**base)), 40, 1, 32).double()
+    try:
+        other = DefineEmbedding(DefineOptions.from_config(define_cfg(**{**base, **OTHER_SETTINGS[flag]})), 40, 1, 32).double()
+    except DefineConfigError:
+        other = None  # a setting no model of these sizes takes alone (it changes the structure)
+    same = other is not None and {k: v.shape for k, v in other.state_dict().items()} == {
+        k: v.shape for k, v in ours.state_dict().items()}
+    if same:
+        other.load_state_dict(ours.state_dict())
+        tokens = torch.randint(2, 40, (3, 7), generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            same = torch.allclose(ours.eval()(tokens), other.eval()(tokens), rtol=1e-10, atol=1e-12)
+    assert is_neutral_setting(flag) == same, (flag, "neutral" if is_neutral_setting(flag) else "not neutral")

@@ -251,6 +251,33 @@ def test_the_embeddings_training_step_replays_as_a_cuda_graph():
         torch.testing.assert_close(p.grad, 2 * grads[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
+def test_a_compiled_unit_replays_cuda_graphs_for_every_batch_of_a_bucket():
+    """``--define-compile --define-compile-mode reduce-overhead --define-row-bucket``: the unit
+    runs as CUDA graphs (no skip), twice a step as a shared NMT embedding runs (source and
+    target in one bucket), and each step's gradients are the eager unit's."""
+    if not ON_GPU:
+        pytest.skip("CUDA graphs are CUDA's (tests/test_row_bucket.py checks the padded, compiled unit on the CPU)")
+    from torch._dynamo.utils import counters
+
+    kw = dict(define_style="paper", define_max_groups=None, define_row_bucket=256)
+    torch.manual_seed(0)
+    compiled = DefineEmbedding(define_options(define_compile=True, define_compile_mode="reduce-overhead", **kw),
+                               300, 1, 48).to(DEVICE).train()
+    eager = DefineEmbedding(define_options(**kw), 300, 1, 48).to(DEVICE).train()
+    eager.load_state_dict(compiled.state_dict())
+    counters.clear()
+    for i, shapes in enumerate([((12, 20), (11, 22)), ((16, 15), (10, 25)), ((12, 20), (12, 20)), ((8, 30), (9, 26))]):
+        g = torch.Generator().manual_seed(i)
+        batch = [(torch.randint(2, 300, s, generator=g).to(DEVICE), torch.randn(*s, 48, generator=g).to(DEVICE))
+                 for s in shapes]
+        for emb in (compiled, eager):
+            emb.zero_grad(set_to_none=True)
+            sum((emb(tokens) * weight).sum() for tokens, weight in batch).backward()
+        for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=f"step {i}: {name}")
+    assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+
+
 # -- a checkpoint trained on the device: generation, caching, the hub, device moves -------------
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ def test_a_failed_step_is_recorded_and_the_next_one_runs(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--bogus"], "unknown option '--bogus'"),
     (["--cpu"], "--out DIR is required"),
-    (["--cpu", "--out", "O", "--steps", "tests nope"], "--steps takes tests, bench and table3 (got 'nope')"),
+    (["--cpu", "--out", "O", "--steps", "tests nope"], "--steps takes tests, bench, graphs and table3 (got 'nope')"),
     (["--cpu", "--out", "O", "--updates", "ten"], "take a whole number (got 'ten')"),
 ])
 def test_bad_options_stop_with_one_line(args, message, tmp_path):

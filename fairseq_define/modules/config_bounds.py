@@ -20,6 +20,9 @@ from ..errors import UserError
 MAX_DEFINE_DEPTH = 64
 # n, k, m: the paper's widest layer is k = 1024; 65,536 is 64 times that.
 MAX_DEFINE_WIDTH = 65536
+# --define-row-bucket: 1,048,576 rows, 256 times the paper's 4,096 tokens a GPU; a larger
+# bucket only pads every batch with zero rows.
+MAX_ROW_BUCKET = 1 << 20
 # The largest vocabulary fairseq-define-params counts (WikiText-103 has 267,735 types).
 MAX_VOCAB_SIZE = 10_000_000
 
@@ -130,7 +133,8 @@ def check_size(name: str, flag: str, value: int, bound: int) -> None:
 # every other setting that differs from a checkpoint's is refused before its weights load.
 NEUTRAL_MODEL_SETTINGS = (
     "define_unit_grad_scale", "define_unit_centring", "lstm_input_centring", "define_token_path",
-    "define_cache_on_load", "init_std", "weight_drop", "alpha", "beta", "nonmono", "weight_decay",
+    "define_compile", "define_compile_mode", "define_row_bucket", "define_cache_on_load",
+    "init_std", "weight_drop", "alpha", "beta", "nonmono", "weight_decay",
     "mem_len", "tgt_len", "clamp_len", "same_length", "eval_context",
 )
 

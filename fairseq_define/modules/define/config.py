@@ -28,6 +28,7 @@ DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 DEFAULT_DEFINE_STYLE = "paper"
 DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["auto", "unique", "plain"])
 DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
+DEFINE_COMPILE_MODE_CHOICES = ChoiceEnum(["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
 # --define-unit-grad-scale when not given, for both styles (docs/stability.md)
 DEFAULT_UNIT_GRAD_SCALE = 0.01
 
@@ -149,6 +150,23 @@ class DefineConfig(FairseqDataclass):
             "help": "run each DeFINE unit under torch.compile, with a dynamic row count (every batch "
             "has its own number of tokens, or of distinct tokens): one graph, no recompile "
             "(docs/define_unit.md). On CUDA with the plain token path (auto's choice there)"
+        },
+    )
+    define_compile_mode: DEFINE_COMPILE_MODE_CHOICES = field(
+        default="default",
+        metadata={
+            "help": "torch.compile's mode for --define-compile: reduce-overhead replays the compiled "
+            "unit's forward and backward as CUDA graphs on a GPU (one recording per row count: "
+            "give --define-row-bucket so that there are few); on a CPU the modes compile alike"
+        },
+    )
+    define_row_bucket: int = field(
+        default=0,
+        metadata={
+            "help": "pad the rows the unit runs on (a batch's tokens, or its distinct tokens) with "
+            "zero rows up to a multiple of this many, so that a compiled unit sees a few shapes: "
+            "static shapes for CUDA graphs (--define-compile-mode reduce-overhead). The padded rows "
+            "change no output and no gradient. 0: no padding"
         },
     )
     define_cache_on_load: bool = field(

@@ -72,6 +72,7 @@ class DefineEmbedding(nn.Module):
         self.embedding_dim = self.schedule.out_dim
         # the unique-token path changes nothing only if no dropout acts inside the embedding
         self.token_path = options.token_path
+        self.row_bucket = options.row_bucket
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
         self.grad_centring = None
         if options.cached_table:
@@ -92,7 +93,8 @@ class DefineEmbedding(nn.Module):
                         self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
                     scale_unit_gradients(self.unit, options.unit_grad_scale)
             if options.compile:  # after the init above, which reads Reduce's input through a hook
-                self.unit.compile(dynamic=True)  # the module keeps its parameter names: checkpoints load as before
+                # the module keeps its parameter names: checkpoints load as before
+                self.unit.compile(dynamic=True, mode=None if options.compile_mode == "default" else options.compile_mode)
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -129,19 +131,32 @@ class DefineEmbedding(nn.Module):
             # a token's embedding does not depend on its position: compute each distinct
             # token once and gather (gradients accumulate through the gather)
             unique, inverse, counts = torch.unique(tokens, return_inverse=True, return_counts=True)  # [U], [B, T], [U]
-            if self.grad_centring is not None:
-                self.grad_centring.token_counts = counts
             e, scale = self.unit_input(unique)  # [U, n]
-            rows = self.run_unit(e, token_counts=counts, positions=tokens.numel(), input_scale=scale)  # [U, m]
-            if self.grad_centring is not None:
-                self.grad_centring.token_counts = None
+            rows = self.run_unit(e, counts, tokens.numel(), scale)  # [U, m]
             # a lookup, not rows[inverse]: embedding's backward sums deterministically on
             # CPU (index_put's accumulation order varies between runs)
             return F.embedding(inverse, rows)  # [B, T, m]
         e, scale = self.unit_input(tokens)  # [B, T, n]
-        return self.run_unit(e, input_scale=scale)  # [B, T, m]
+        return self.run_unit(e, None, None, scale)  # [B, T, m]
 
-    def run_unit(self, e, **kwargs):
+    def run_unit(self, e, counts, positions, scale):
+        """The unit on scale * e (e [*, n]), each row standing for ``counts`` [rows] positions
+        of ``positions`` (the unique-token path; None: one each), padded to a multiple of
+        --define-row-bucket rows (:func:`pad_rows`)."""
+        lead = e.shape[:-1]
+        rows = e.numel() // e.shape[-1]
+        if self.row_bucket:  # every batch, padded or not, hands the unit counts of one kind
+            e, counts, positions = pad_rows(e.reshape(rows, -1), counts, positions, self.row_bucket)  # [R', n], [R']
+        if self.grad_centring is not None:  # the hooks' centring reads the counts (the fused path takes them)
+            self.grad_centring.token_counts = counts
+        try:
+            out = self._call_unit(e, token_counts=counts, positions=positions, input_scale=scale)
+        finally:
+            if self.grad_centring is not None:
+                self.grad_centring.token_counts = None
+        return out if out.shape[:-1] == lead else out[:rows].view(*lead, -1)  # [*, m]
+
+    def _call_unit(self, e, **kwargs):
         """The unit on e; compiled (--define-compile), with each size its own symbol: by
         default dynamo gives sizes of equal value one symbol, and a batch whose row count
         happens to equal n would tie it to n, which the weights fix (a recompile later)."""
@@ -204,6 +219,26 @@ class DefineEmbedding(nn.Module):
 
     def map_device(self):
         return next(self.map.parameters()).device
+
+
+def pad_rows(e: torch.Tensor, counts, positions, bucket: int):
+    """``e`` [R, n] with zero rows up to a multiple of ``bucket`` rows (--define-row-bucket),
+    the counts [R'] each row stands for (a padded row: none) and the positions they sum to.
+
+    A padded row's output is dropped, so its gradient is zero: it adds nothing to any
+    parameter's gradient, and the gradient centring reads the counts. The counts carry the
+    1 / positions factor themselves (positions 1): the unit's inputs are then tensors of a
+    bucket's shape and constants, so a compiled unit's CUDA graph is replayed for every
+    batch of that bucket, whatever its row count."""
+    rows = e.shape[0]
+    padded = -(-rows // bucket) * bucket
+    dtype = torch.promote_types(e.dtype, torch.float32)  # at least float32: 1 / positions in bf16 is off by 0.4%
+    weights = torch.zeros(padded, device=e.device, dtype=dtype)  # [R']
+    if counts is None:
+        weights[:rows] = 1.0 / rows
+    else:
+        weights[:rows] = counts.to(dtype) / positions
+    return F.pad(e, (0, 0, 0, padded - rows)), weights, 1
 
 
 def cache_define_tables(model: nn.Module) -> int:

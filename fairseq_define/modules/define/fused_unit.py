@@ -118,11 +118,19 @@ def _layer_input(step: Step, values) -> torch.Tensor:
     return torch.cat([a.view(T, g, -1), b.view(T, g, -1)], dim=-1).view(T, -1)  # [T, in]
 
 
-def writes_strided(device: torch.device) -> bool:
-    """Whether a batched matmul writes a strided view of the [T, w] layout directly: CUDA's
-    (cuBLAS takes any row stride); the CPU's loops over the groups with one small gemm each,
-    many times slower than its batched kernel into contiguous memory and one copy."""
+def strided_device(device: torch.device) -> bool:
+    """Whether a batched matmul on ``device`` writes a strided view of the [T, w] layout
+    directly: CUDA's (cuBLAS takes any row stride); the CPU's loops over the groups with one
+    small gemm each, many times slower than its batched kernel into contiguous memory and
+    one copy."""
     return device.type != "cpu"
+
+
+def writes_strided(device: torch.device) -> bool:
+    """Whether this step's matmuls write strided views (:func:`strided_device`): not under
+    torch.compile, where an ``out=`` into a view breaks dynamo's graph at every layer, and
+    the compiler fuses the copy into the kernel that reads it."""
+    return strided_device(device) and not torch.compiler.is_compiling()
 
 
 def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],

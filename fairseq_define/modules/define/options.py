@@ -17,7 +17,9 @@ is built (define_schedule.py, define_schedule_authors.py; the size bounds of bot
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from .config import DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError, check_positive, parse_int_list
+from ..config_bounds import MAX_ROW_BUCKET, check_size
+from .config import (DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError,
+                     check_positive, parse_int_list)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class DefineOptions:
     unit_centring: str  # batch_mean | none (--define-unit-centring)
     token_path: str  # auto | unique | plain (--define-token-path)
     compile: bool  # --define-compile
+    compile_mode: str  # --define-compile-mode
+    row_bucket: int  # --define-row-bucket (0: none)
     cached_table: bool  # --define-cached-table
 
     @classmethod
@@ -82,8 +86,19 @@ class DefineOptions:
             unit_centring=str(s.define_unit_centring),
             token_path=str(s.define_token_path),
             compile=bool(s.define_compile),
+            compile_mode=str(s.define_compile_mode),
+            row_bucket=_row_bucket(s.define_row_bucket),
             cached_table=bool(s.define_cached_table),
         )
+
+
+def _row_bucket(value) -> int:
+    """--define-row-bucket: 0 or a positive whole number, at most MAX_ROW_BUCKET."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DefineConfigError(f"--define-row-bucket must be 0 (no padding) or a positive number of rows, got {value!r}")
+    if value:
+        check_size("define_row_bucket", "--define-row-bucket", value, MAX_ROW_BUCKET)
+    return value
 
 
 def read_define_config(cfg) -> DefineConfig:

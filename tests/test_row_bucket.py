@@ -1,0 +1,156 @@
+"""``--define-row-bucket``: the unit runs on its rows padded with zero rows to a multiple of
+the bucket (static shapes for a compiled unit's CUDA graphs), and computes what it computes
+unpadded: the same outputs and the same gradient of every parameter, on both token paths,
+with and without the gradient centring, on the fused path (both matmul layouts) and on the
+modules with their hooks (float64). Compiled, the unit sees only the buckets' row counts, in
+one graph, and computes what the eager unit does."""
+
+import re
+
+import pytest
+import torch
+
+from fairseq_define.modules import DefineEmbedding
+from fairseq_define.modules.define import embedding as embedding_module
+from fairseq_define.modules.define import fused_unit
+
+from .helpers import TINY, USER_DIR, define_options, run_cli
+
+CASES = [
+    dict(),  # the paper's unit: the fused path
+    dict(define_style="authors", define_max_groups=None),
+    dict(define_transform="define_residual"),  # no fused path: the modules and the centring hooks
+    dict(define_transform="projective"),
+]
+# row counts below, at and above a bucket of 8 (4 x 9 = 36 positions; the unique path: fewer)
+BATCHES = [(4, 9), (2, 4), (1, 7), (3, 8)]
+
+
+def build(bucket, case, token_path, centring, dtype=torch.float64):
+    options = define_options(define_out_dim=32, define_token_path=token_path, define_row_bucket=bucket,
+                             define_unit_centring=centring, **case)
+    torch.manual_seed(0)
+    emb = DefineEmbedding(options, 40, 1, 32).to(dtype)
+    with torch.no_grad():
+        for name, p in emb.named_parameters():  # non-trivial norms and biases
+            if "norm" in name or "bias" in name:
+                p.normal_(0, 0.5)
+    return emb
+
+
+def step(emb, tokens, weight):
+    emb.zero_grad(set_to_none=True)
+    out = emb(tokens)
+    (out * weight).sum().backward()
+    return out.detach(), {name: p.grad for name, p in emb.named_parameters()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()) or "paper")
+@pytest.mark.parametrize("token_path", ["unique", "plain"])
+@pytest.mark.parametrize("centring", ["batch_mean", "none"])
+@pytest.mark.parametrize("strided", [False, True], ids=["cpu-layout", "cuda-layout"])
+def test_padded_rows_change_no_output_and_no_gradient(case, token_path, centring, strided, monkeypatch):
+    monkeypatch.setattr(fused_unit, "writes_strided", lambda device: strided)
+    padded, plain = build(8, case, token_path, centring), build(0, case, token_path, centring)
+    plain.load_state_dict(padded.state_dict())
+    seen = []
+    padded.unit.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[0]))
+    for i, (B, T) in enumerate(BATCHES):
+        g = torch.Generator().manual_seed(i)
+        tokens = torch.randint(2, 40, (B, T), generator=g)  # repeats: the unique path counts them
+        weight = torch.randn(B, T, 32, generator=g, dtype=torch.float64)
+        out_p, grads_p = step(padded, tokens, weight)
+        out_r, grads_r = step(plain, tokens, weight)
+        assert out_p.shape == (B, T, 32)
+        torch.testing.assert_close(out_p, out_r, rtol=1e-10, atol=1e-12)
+        assert grads_p.keys() == grads_r.keys()
+        for name in grads_r:
+            torch.testing.assert_close(grads_p[name], grads_r[name], rtol=1e-9, atol=1e-12, msg=name)
+    assert seen and all(rows % 8 == 0 for rows in seen)
+
+
+@pytest.mark.cli
+def test_fairseq_train_with_a_row_bucket_logs_the_losses_it_logs_without(wmt_bin, tmp_path):
+    """Through fairseq-train on a WMT news slice (both token paths): the same loss at every
+    update, and a checkpoint that resumes without the bucket (the setting is neutral)."""
+    def train(name, *flags, updates=3):
+        proc = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+                       *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
+                       "--max-update", str(updates), "--seed", "3", "--log-format", "simple", "--log-interval", "1",
+                       "--save-dir", tmp_path / name, "--cpu", "--no-epoch-checkpoints", *flags)
+        return [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+)", proc.stdout)]
+
+    for path in ("unique", "plain"):
+        plain = train(f"plain-{path}", "--define-token-path", path)
+        padded = train(f"padded-{path}", "--define-token-path", path, "--define-row-bucket", "64")
+        assert len(plain) == 3 and padded == plain, (path, padded, plain)
+    resumed = train("padded-plain", "--define-token-path", "plain", updates=4)  # the bucket dropped
+    assert len(resumed) == 1
+
+
+def test_a_batch_of_whole_buckets_is_not_padded_further():
+    emb = build(8, {}, "plain", "batch_mean")
+    e = torch.randn(16, 16, dtype=torch.float64)
+    padded, counts, positions = embedding_module.pad_rows(e, None, None, 8)
+    assert padded.shape == (16, 16) and positions == 1
+    torch.testing.assert_close(counts, torch.full((16,), 1 / 16, dtype=torch.float64))
+    padded, counts, positions = embedding_module.pad_rows(e[:13], torch.arange(1, 14), 91, 8)
+    assert padded.shape == (16, 16) and bool((padded[13:] == 0).all())
+    torch.testing.assert_close(counts[:13], torch.arange(1, 14, dtype=torch.float64) / 91)
+    assert bool((counts[13:] == 0).all())
+    assert emb(torch.randint(2, 40, (2, 8))).shape == (2, 8, 32)
+
+
+@pytest.mark.parametrize("bucket,message", [
+    (-4, "--define-row-bucket must be 0 (no padding) or a positive number of rows, got -4"),
+    (True, "--define-row-bucket must be 0 (no padding) or a positive number of rows, got True"),
+    (2 ** 21, "define_row_bucket=2097152 is larger than this plugin supports (1048576); lower --define-row-bucket"),
+])
+def test_a_bucket_out_of_range_is_refused(bucket, message):
+    from fairseq_define.modules.config_bounds import ConfigRangeError
+    from fairseq_define.modules.define.config import DefineConfigError
+
+    with pytest.raises((DefineConfigError, ConfigRangeError)) as caught:
+        define_options(define_row_bucket=bucket)
+    assert str(caught.value).startswith(message)
+
+
+dynamo = pytest.importorskip("torch._dynamo")
+
+
+@pytest.mark.skipif(not dynamo.is_dynamo_supported(), reason="torch.compile is not supported on this Python")
+@pytest.mark.parametrize("strided", [False, True], ids=["cpu-layout", "cuda-layout"])
+def test_the_compiled_unit_sees_only_the_buckets(strided, monkeypatch):
+    """One graph for every batch (no recompile as the row count changes, nor as the real rows
+    within a bucket do: the counts carry them), and the buckets' shapes alone reach it;
+    ``strided``: on a device whose matmuls write strided views (CUDA), which the compiled unit
+    must not do (an ``out=`` into a view breaks the graph at every layer)."""
+    from torch._dynamo.utils import counters
+
+    original = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
+    monkeypatch.setattr(fused_unit, "strided_device", lambda device: strided)
+    options = dict(define_out_dim=32, define_token_path="plain", define_row_bucket=16)
+    torch.manual_seed(0)
+    compiled = DefineEmbedding(define_options(define_compile=True, define_compile_mode="reduce-overhead", **options),
+                               40, 1, 32)
+    eager = DefineEmbedding(define_options(**options), 40, 1, 32)
+    eager.load_state_dict(compiled.state_dict())
+    seen = set()
+    call_unit = compiled._call_unit  # the eager call into the compiled unit
+    compiled._call_unit = lambda e, **kw: seen.add(e.shape[0]) or call_unit(e, **kw)
+    dynamo.reset()
+    counters.clear()
+    with dynamo.config.patch(error_on_recompile=True):
+        for i, (B, T) in enumerate([(3, 5), (2, 7), (4, 4), (5, 6), (3, 11)]):  # 15, 14, 16, 30, 33 rows
+            tokens = torch.randint(2, 40, (B, T), generator=torch.Generator().manual_seed(i))
+            outs = [emb(tokens) for emb in (compiled, eager)]
+            for out in outs:
+                (out * torch.linspace(-1, 1, 32)).sum().backward()
+            torch.testing.assert_close(outs[0], outs[1])
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1
+    assert seen == {16, 32, 48}
+    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
