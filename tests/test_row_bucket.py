@@ -78,6 +78,7 @@ def test_fairseq_train_with_a_row_bucket_logs_the_losses_it_logs_without(wmt_bin
                        *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
                        "--max-update", str(updates), "--seed", "3", "--log-format", "simple", "--log-interval", "1",
                        "--save-dir", tmp_path / name, "--cpu", "--no-epoch-checkpoints", *flags)
+        assert ("rows padded to a multiple of 64 (--define-row-bucket)" in proc.stdout) == ("--define-row-bucket" in flags)
         return [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+)", proc.stdout)]
 
     for path in ("unique", "plain"):

@@ -3,6 +3,7 @@ language models' adaptive input) -> DeFINE unit (paper section 3.4, Figure 1): a
 replacement for a model's ``embed_tokens``. What differs between the unit's styles comes
 from their table (define_styles.py)."""
 
+import logging
 import math
 
 import torch
@@ -15,6 +16,8 @@ from .config import DefineConfigError
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
 from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, log_stability, scale_unit_gradients
+
+logger = logging.getLogger(__name__)
 
 
 def unit_schedule(options: DefineOptions, out_dim: int, in_dim: int):
@@ -95,6 +98,8 @@ class DefineEmbedding(nn.Module):
             if options.compile:  # after the init above, which reads Reduce's input through a hook
                 # the module keeps its parameter names: checkpoints load as before
                 self.unit.compile(dynamic=True, mode=None if options.compile_mode == "default" else options.compile_mode)
+            if self.row_bucket:
+                logger.info("DeFINE unit: rows padded to a multiple of %d (--define-row-bucket)", self.row_bucket)
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
