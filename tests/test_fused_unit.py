@@ -51,10 +51,13 @@ def out_and_grads(emb, tokens, weight):
 @pytest.mark.parametrize("stability", [dict(), dict(define_unit_centring="none", define_unit_grad_scale=1.0)],
                          ids=["default-stability", "no-stability"])
 @pytest.mark.parametrize("token_path", ["unique", "plain"])
-@pytest.mark.parametrize("strided", [False, True], ids=["cpu-layout", "cuda-layout"])
-def test_fused_path_equals_the_modules(case, stability, token_path, strided, monkeypatch):
-    """``strided``: the matmuls write strided views as on CUDA (fused_unit.writes_strided)."""
-    monkeypatch.setattr(fused_unit, "writes_strided", lambda device: strided)
+@pytest.mark.parametrize("layout", ["cpu", "cuda", "per-group"], ids=lambda v: f"{v}-layout")
+def test_fused_path_equals_the_modules(case, stability, token_path, layout, monkeypatch):
+    """``layout``: cpu, batched matmuls into contiguous buffers and a copy; cuda, the matmuls
+    write strided views as on CUDA (fused_unit.writes_strided); per-group, the CPU's path at
+    many rows, one matmul a group into its columns (fused_unit.PER_GROUP_ROWS)."""
+    monkeypatch.setattr(fused_unit, "writes_strided", lambda device: layout == "cuda")
+    monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
     options = define_options(define_out_dim=32, define_token_path=token_path, **case, **stability)
     torch.manual_seed(0)
     fused = DefineEmbedding(options, 40, 1, 32).double()

@@ -133,6 +133,26 @@ def writes_strided(device: torch.device) -> bool:
     return strided_device(device) and not torch.compiler.is_compiling()
 
 
+# rows from which the CPU runs a grouped layer's product as one gemm a group, written into the
+# group's columns of the [T, w] layout (BLAS takes the row stride): at 8192 rows the batched
+# kernel into a contiguous buffer and the copy that reorders it cost 10-25% more (up to 4x
+# for 8-wide groups), the copy's memory traffic; at 2048 the two are within a few percent,
+# and below, the calls a group cost more than they save (docs/benchmarks.md, 1a)
+PER_GROUP_ROWS = 2048
+
+
+def per_group(t: torch.Tensor) -> bool:
+    """Whether a grouped layer on the [T, w] tensor ``t`` runs one gemm a group
+    (``PER_GROUP_ROWS``): on the CPU, eager (compiled, the compiler takes the batched form)."""
+    return t.device.type == "cpu" and t.shape[0] >= PER_GROUP_ROWS and not torch.compiler.is_compiling()
+
+
+def _columns(t: torch.Tensor, groups: int, j: int) -> torch.Tensor:
+    """Group j's columns of [T, w]: [T, w/g] (a view, rows strided by w)."""
+    width = t.shape[1] // groups
+    return t[:, j * width: (j + 1) * width]
+
+
 def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],
             alpha: float = 1.0):
     """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] slice of a
@@ -142,7 +162,14 @@ def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tens
             return torch.mm(x, w[0])  # [T, out] (alpha is 1 here: folds_input_scale)
         return torch.addmm(b, x, w[0], alpha=alpha)  # [T, out]
     g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
-    if not writes_strided(z.device):
+    if per_group(z):
+        for j in range(g):
+            zj = _columns(z, g, j)  # [T, out/g]
+            if b is None:
+                torch.addmm(zj, _columns(x, g, j), w[j], beta=0, alpha=alpha, out=zj)  # beta=0: z is not read
+            else:
+                torch.addmm(b.view(g, -1)[j], _columns(x, g, j), w[j], alpha=alpha, out=zj)
+    elif not writes_strided(z.device):
         y = torch.bmm(xg, w) if b is None else torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, out/g]
         zg.copy_(y)
         if b is None and alpha != 1.0:
@@ -283,6 +310,9 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
         if acc.dim() == 2 and acc.stride(1) == 1:
             if g == 1:
                 acc.addmm_(gz, w[0].t(), beta=alpha, alpha=alpha)
+            elif per_group(acc):
+                for j in range(g):
+                    _columns(acc, g, j).addmm_(_columns(gz, g, j), w[j].t(), beta=alpha, alpha=alpha)
             elif writes_strided(acc.device):
                 _group_view(acc, g).baddbmm_(_group_view(gz, g), w.transpose(1, 2), beta=alpha, alpha=alpha)
             else:
@@ -296,7 +326,11 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
         gx = torch.mm(gz, w[0].t()) if alpha == 1.0 else torch.addmm(x, gz, w[0].t(), beta=0, alpha=alpha)
     else:
         gg, wt, xg = _group_view(gz, g), w.transpose(1, 2), _group_view(gx, g)  # [g, T, out/g], [g, out/g, in/g]
-        if not writes_strided(gx.device):
+        if per_group(gx):
+            for j in range(g):
+                xj = _columns(gx, g, j)  # [T, in/g]
+                torch.addmm(xj, _columns(gz, g, j), wt[j], beta=0, alpha=alpha, out=xj)  # beta=0: gx is not read
+        elif not writes_strided(gx.device):
             xg.copy_(torch.bmm(gg, wt))
             if alpha != 1.0:
                 gx.mul_(alpha)
