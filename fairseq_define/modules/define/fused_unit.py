@@ -153,6 +153,45 @@ def _columns(t: torch.Tensor, groups: int, j: int) -> torch.Tensor:
     return t[:, j * width: (j + 1) * width]
 
 
+def splits(program, i: int) -> bool:
+    """Whether step i, reading two sources, runs as one gemm a group and source on the
+    per-group path, without their concatenation (the mixer's ``cat`` and its gradient's
+    split: memory traffic that cost 5-13% of a Reduce layer at 8192 rows): a mix, or a
+    one-group cat; and the unit's input is step 0's input, where the backward finds it."""
+    step = program[i]
+    return ((step.mode == "mix" or step.mode == "cat" and step.groups == 1)
+            and program[0].mode == "one" and program[0].sources == ("e",))
+
+
+def _parts(step: Step, sources):
+    """[(source [T, w_s], the rows of each group's weight [in/g, out/g] that it meets)] of a
+    split step, in the order of the concatenation (a mix: [a_j, b_j] in group j)."""
+    parts, start = [], 0
+    for t, width in zip(sources, step.widths):
+        rows = width // step.groups
+        parts.append((t, slice(start, start + rows)))
+        start += rows
+    return parts
+
+
+def _linear_split(step: Step, sources, w: torch.Tensor, b: Optional[torch.Tensor], z: torch.Tensor,
+                  alpha: float) -> torch.Tensor:
+    """alpha F_G(the sources' concatenation or mix) + b, written into z [T, out]: group j's
+    columns take sum over sources s of s_j W_j[rows of s], one gemm each."""
+    g = step.groups
+    for j in range(g):
+        zj = _columns(z, g, j)  # [T, out/g]
+        for p, (t, rows) in enumerate(_parts(step, sources)):
+            tj, wj = _columns(t, g, j), w[j][rows]  # [T, w_s/g], [w_s/g, out/g]
+            if p > 0:
+                zj.addmm_(tj, wj, alpha=alpha)
+            elif b is None:
+                torch.addmm(zj, tj, wj, beta=0, alpha=alpha, out=zj)  # beta=0: z is not read
+            else:
+                torch.addmm(b.view(g, -1)[j], tj, wj, alpha=alpha, out=zj)
+    return z
+
+
 def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],
             alpha: float = 1.0):
     """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] slice of a
@@ -200,14 +239,21 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
     grouped = [s.out for s in program if s.groups > 1]
     buffer = e2.new_empty(T * sum(grouped)) if grouped else None  # every grouped layer's output, one allocation
     offset = 0
+    split = per_group(e2)
     for i, step in enumerate(program):
         w, b, nw, nb = params[4 * i: 4 * i + 4]
-        x = _layer_input(step, values)
         z = None
         if step.groups > 1:
             z = buffer[offset: offset + T * step.out].view(T, step.out)
             offset += T * step.out
-        z = _linear(step, x, w, b, z, e_scale if (fold and i == 0) else 1.0)  # [T, out]
+        alpha = e_scale if (fold and i == 0) else 1.0
+        if split and splits(program, i):
+            x = None  # the backward reads the sources
+            z = e2.new_empty(T, step.out) if z is None else z
+            z = _linear_split(step, [values[s] for s in step.sources], w, b, z, alpha)  # [T, out]
+        else:
+            x = _layer_input(step, values)
+            z = _linear(step, x, w, b, z, alpha)  # [T, out]
         mean = rstd = None
         n = z
         if step.norm_dim:
@@ -250,7 +296,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
     param_grads = [None] * len(params)
     scaled = []
     # the input gradients that grouped layers write in the [T, in] layout: one buffer
-    widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) else 0
+    widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) and saved[i][0] is not None else 0
               for i, step in enumerate(program)]
     buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) else None
     offsets = [sum(widths[:i]) * T for i in range(len(program))]
@@ -276,7 +322,14 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
             gc = torch.sub(gz, s, alpha=1.0 / positions) if counts is None else torch.addr(gz, counts, s, alpha=-1.0 / positions)
         alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
         g = step.groups
-        if g == 1:
+        sources = [_saved_value(program, saved, name) for name in step.sources] if x is None else None
+        if sources is not None:  # a split step: each group's rows of W from each source
+            gw = torch.empty_like(w)  # [g, in/g, out/g]
+            for j in range(g):
+                for t, rows in _parts(step, sources):
+                    gwj = gw[j][rows]  # [w_s/g, out/g]
+                    torch.addmm(gwj, _columns(t, g, j).t(), _columns(gc, g, j), beta=0, alpha=alpha, out=gwj)
+        elif g == 1:
             gw = (torch.mm(x.t(), gc) if alpha == 1.0 else torch.addmm(w[0], x.t(), gc, beta=0, alpha=alpha)).unsqueeze(0)
         else:
             xt, gg = _group_view(x, g).transpose(1, 2), _group_view(gc, g)  # [g, in/g, T], [g, T, out/g]
@@ -289,10 +342,37 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         gx = buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1) if widths[i] else None
         # the map's scale: e's gradient is e_scale times what reaches it, and step 0 (which
         # reads e alone) adds the last share, so its matmul applies the factor to the sum
-        _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
+        if sources is not None:
+            _split_input_backward(step, w, gz, grads, sources)
+        else:
+            _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
     if scale != 1.0 and scaled:
         torch._foreach_mul_(scaled, scale)
     return grads["e"], param_grads
+
+
+def _saved_value(program, saved, name: str) -> torch.Tensor:
+    """A value the forward computed: the unit's input e (step 0's input, :func:`splits`) or
+    a step's output."""
+    if name == "e":
+        return saved[0][0]
+    return next(s[5] for step, s in zip(program, saved) if step.name == name)
+
+
+def _split_input_backward(step: Step, w: torch.Tensor, gz: torch.Tensor, grads, sources) -> None:
+    """The gradient of each source of a split step (:func:`splits`): group j's columns of
+    source s take gz_j W_j[rows of s]^T, added in place into a gradient it already has."""
+    g = step.groups
+    for name, (t, rows) in zip(step.sources, _parts(step, sources)):
+        acc = grads.get(name)
+        into = acc if acc is not None and acc.dim() == 2 and acc.stride(1) == 1 else gz.new_empty(t.shape)  # [T, w_s]
+        for j in range(g):
+            gj, wt, out = _columns(gz, g, j), w[j][rows].t(), _columns(into, g, j)  # [T, out/g], [out/g, w_s/g]
+            if into is acc:
+                out.addmm_(gj, wt)
+            else:
+                torch.addmm(out, gj, wt, beta=0, out=out)  # beta=0: the new buffer is not read
+        grads[name] = into if acc is None or into is acc else into.add_(acc.reshape(into.shape))
 
 
 def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch.Tensor, grads,
