@@ -70,10 +70,12 @@ def test_the_counter_sees_what_the_modules_dispatch():
 
 
 @pytest.mark.parametrize("style", ["paper", "authors"])
-def test_the_cuda_token_path_has_no_host_sync(style):
+@pytest.mark.parametrize("bucket", [0, 16])
+def test_the_cuda_token_path_has_no_host_sync(style, bucket):
     """``auto`` (the default) takes the plain path on CUDA; forced here on the CPU, a training
-    step dispatches no data-dependent operator. The unique path has one (the counter sees it)."""
-    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None), 40, 1, 32)
+    step dispatches no data-dependent operator, its rows padded (--define-row-bucket) or not.
+    The unique path has one (the counter sees it)."""
+    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_row_bucket=bucket), 40, 1, 32)
     assert emb.token_path == "auto"
     assert not emb.unique_tokens(torch.device("cuda")) and emb.unique_tokens(torch.device("cpu"))
     tokens = torch.randint(2, 40, (3, 7))
