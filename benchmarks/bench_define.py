@@ -41,6 +41,7 @@ Every ratio is printed with the machine it ran on.
 
 import argparse
 import copy
+import os
 import platform
 import sys
 import time
@@ -539,8 +540,10 @@ def main():
     global DATA_ROOT, ROW_BUCKET
     DATA_ROOT, ROW_BUCKET = args.data_root, args.row_bucket
     dtype = getattr(torch, args.dtype)
+    allocator = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "LD_PRELOAD")
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}")
+          f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}, "
+          f"allocator {allocator or 'default'}")
     if args.only in (None, 1):
         bench_unit(args.device, dtype, args.min_run_time, **({"token_counts": (quick["tokens"],)} if quick else {}))
         bench_vs_authors(args.device, dtype, args.min_run_time, **({"rows": quick["rows"], "length": quick["length"]} if quick else {}))
