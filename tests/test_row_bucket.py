@@ -89,6 +89,18 @@ def test_fairseq_train_with_a_row_bucket_logs_the_losses_it_logs_without(wmt_bin
     assert len(resumed) == 1
 
 
+def test_a_compile_mode_without_compiling_is_named(caplog):
+    """A mode without --define-compile is kept (a checkpoint trained compiled may load with
+    compiling turned off) and said to do nothing."""
+    with caplog.at_level("WARNING", logger="fairseq_define.modules.define.embedding"):
+        DefineEmbedding(define_options(define_compile_mode="reduce-overhead"), 40, 1, 32)
+    assert "--define-compile-mode reduce-overhead has no effect without --define-compile" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fairseq_define.modules.define.embedding"):
+        DefineEmbedding(define_options(), 40, 1, 32)
+    assert "--define-compile-mode" not in caplog.text
+
+
 def test_a_batch_of_whole_buckets_is_not_padded_further():
     emb = build(8, {}, "plain", "batch_mean")
     e = torch.randn(16, 16, dtype=torch.float64)

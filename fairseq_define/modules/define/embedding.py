@@ -98,6 +98,9 @@ class DefineEmbedding(nn.Module):
             if options.compile:  # after the init above, which reads Reduce's input through a hook
                 # the module keeps its parameter names: checkpoints load as before
                 self.unit.compile(dynamic=True, mode=None if options.compile_mode == "default" else options.compile_mode)
+            elif options.compile_mode != "default":  # (a config may turn compiling off and keep the mode)
+                logger.warning("DeFINE unit: --define-compile-mode %s has no effect without --define-compile",
+                               options.compile_mode)
             if self.row_bucket:
                 logger.info("DeFINE unit: rows padded to a multiple of %d (--define-row-bucket)", self.row_bucket)
 
