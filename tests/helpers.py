@@ -81,6 +81,37 @@ def define_options(**overrides):
     return DefineOptions.from_config(define_cfg(**overrides))
 
 
+def compile_with_aot_eager(monkeypatch):
+    """``nn.Module.compile`` with dynamo's ``aot_eager`` backend, whatever mode is asked for:
+    the graphs AOTAutograd hands a compiler, without generating code, so a test takes seconds."""
+    original = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
+
+
+def assert_one_compiled_graph(compiled, eager, batches, vocab=40):
+    """A compiled DeFINE embedding and its eager twin over token batches of the (B, T) sizes
+    ``batches``: the same outputs and gradients, and one graph with no break and no
+    recompile (dynamo's ``error_on_recompile``)."""
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    dynamo.reset()
+    counters.clear()
+    weight = torch.linspace(-1, 1, eager.embedding_dim)
+    with dynamo.config.patch(error_on_recompile=True):
+        for i, (B, T) in enumerate(batches):
+            tokens = torch.randint(2, vocab, (B, T), generator=torch.Generator().manual_seed(i))
+            outs = [emb(tokens) for emb in (compiled, eager)]
+            for out in outs:
+                (out * weight).sum().backward()
+            torch.testing.assert_close(outs[0], outs[1])
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1
+    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
 def model_map(kind, vocab=40, n=16, cutoff=(20,), factor=4.0):
     """The map a model hands its DeFINE embedding: None for ``standard`` (the embedding's own
     n-dim table), or for ``adaptive`` the language models' adaptive input of width n (bands

@@ -9,7 +9,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding
 
-from .helpers import define_options
+from .helpers import assert_one_compiled_graph, compile_with_aot_eager, define_options
 
 dynamo = pytest.importorskip("torch._dynamo")
 if not dynamo.is_dynamo_supported():
@@ -25,37 +25,14 @@ BATCHES = [(3, 16), (3, 7), (4, 9), (2, 8), (5, 11)]
 def test_the_compiled_unit_is_one_graph_for_every_batch(style, token_path, strided, monkeypatch):
     """``strided``: as on a device whose matmuls write strided views (CUDA: an ``out=`` into
     a view, which would break the graph at every layer; fused_unit.writes_strided)."""
-    from torch._dynamo.utils import counters
-
     from fairseq_define.modules.define import fused_unit
 
-    monkeypatch.setattr(torch.nn.Module, "compile", _compile_with("aot_eager"))
+    compile_with_aot_eager(monkeypatch)
     monkeypatch.setattr(fused_unit, "strided_device", lambda device: strided)
-    kw = dict(define_style=style, define_max_groups=None, define_out_dim=32, define_token_path=token_path)
+    kw = dict(define_style=style, define_max_groups=4, define_out_dim=32, define_token_path=token_path)  # grouped layers
     torch.manual_seed(0)
     compiled = DefineEmbedding(define_options(define_compile=True, **kw), 40, 1, 32)
     eager = DefineEmbedding(define_options(**kw), 40, 1, 32)
     eager.load_state_dict(compiled.state_dict())
     assert compiled.state_dict().keys() == eager.state_dict().keys()  # checkpoints keep their names
-    dynamo.reset()
-    counters.clear()
-    with dynamo.config.patch(error_on_recompile=True):
-        for i, (B, T) in enumerate(BATCHES):
-            tokens = torch.randint(2, 40, (B, T), generator=torch.Generator().manual_seed(i))
-            outs = [emb(tokens) for emb in (compiled, eager)]
-            for out in outs:
-                (out * torch.linspace(-1, 1, 32)).sum().backward()
-            torch.testing.assert_close(outs[0], outs[1])
-    assert dict(counters["graph_break"]) == {}
-    assert counters["stats"]["unique_graphs"] == 1
-    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=name)
-
-
-def _compile_with(backend):
-    original = torch.nn.Module.compile
-
-    def compile(module, *args, **kwargs):
-        return original(module, *args, **{**kwargs, "backend": backend})
-
-    return compile
+    assert_one_compiled_graph(compiled, eager, BATCHES)

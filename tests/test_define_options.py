@@ -10,7 +10,7 @@ from fairseq_define.models.lstm_lm import LSTMLMConfig
 from fairseq_define.modules import DefineConfig, DefineOptions
 from fairseq_define.modules.define.config import REMOVED_SETTINGS
 
-from .helpers import define_cfg
+from .helpers import compile_with_aot_eager, define_cfg
 
 
 def test_a_config_without_the_define_fields_takes_define_configs_defaults():
@@ -201,9 +201,7 @@ def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with
     from fairseq_define.modules import DefineEmbedding
     from fairseq_define.modules.define.config import DefineConfigError
 
-    original = torch.nn.Module.compile
-    monkeypatch.setattr(torch.nn.Module, "compile",  # compiled as dynamo hands a compiler its graphs, in seconds
-                        lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
+    compile_with_aot_eager(monkeypatch)
     base = dict(define_out_dim=32)
     torch.manual_seed(0)
     ours = DefineEmbedding(DefineOptions.from_config(define_cfg(**base)), 40, 1, 32).double()

@@ -14,7 +14,7 @@ from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import embedding as embedding_module
 from fairseq_define.modules.define import fused_unit
 
-from .helpers import TINY, USER_DIR, define_options, run_cli
+from .helpers import TINY, USER_DIR, assert_one_compiled_graph, compile_with_aot_eager, define_options, run_cli
 
 CASES = [
     dict(),  # the paper's unit: the fused path
@@ -138,11 +138,7 @@ def test_the_compiled_unit_sees_only_the_buckets(strided, monkeypatch):
     within a bucket do: the counts carry them), and the buckets' shapes alone reach it;
     ``strided``: on a device whose matmuls write strided views (CUDA), which the compiled unit
     must not do (an ``out=`` into a view breaks the graph at every layer)."""
-    from torch._dynamo.utils import counters
-
-    original = torch.nn.Module.compile
-    monkeypatch.setattr(torch.nn.Module, "compile",
-                        lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
+    compile_with_aot_eager(monkeypatch)
     monkeypatch.setattr(fused_unit, "strided_device", lambda device: strided)
     options = dict(define_out_dim=32, define_token_path="plain", define_row_bucket=16)
     torch.manual_seed(0)
@@ -153,17 +149,5 @@ def test_the_compiled_unit_sees_only_the_buckets(strided, monkeypatch):
     seen = set()
     call_unit = compiled._call_unit  # the eager call into the compiled unit
     compiled._call_unit = lambda e, **kw: seen.add(e.shape[0]) or call_unit(e, **kw)
-    dynamo.reset()
-    counters.clear()
-    with dynamo.config.patch(error_on_recompile=True):
-        for i, (B, T) in enumerate([(3, 5), (2, 7), (4, 4), (5, 6), (3, 11)]):  # 15, 14, 16, 30, 33 rows
-            tokens = torch.randint(2, 40, (B, T), generator=torch.Generator().manual_seed(i))
-            outs = [emb(tokens) for emb in (compiled, eager)]
-            for out in outs:
-                (out * torch.linspace(-1, 1, 32)).sum().backward()
-            torch.testing.assert_close(outs[0], outs[1])
-    assert dict(counters["graph_break"]) == {}
-    assert counters["stats"]["unique_graphs"] == 1
+    assert_one_compiled_graph(compiled, eager, [(3, 5), (2, 7), (4, 4), (5, 6), (3, 11)])  # 15, 14, 16, 30, 33 rows
     assert seen == {16, 32, 48}
-    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=name)
