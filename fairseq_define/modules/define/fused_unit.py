@@ -174,21 +174,21 @@ def _parts(step: Step, sources):
     return parts
 
 
-def _linear_split(step: Step, sources, w: torch.Tensor, b: Optional[torch.Tensor], z: torch.Tensor,
-                  alpha: float) -> torch.Tensor:
-    """alpha F_G(the sources' concatenation or mix) + b, written into z [T, out]: group j's
-    columns take sum over sources s of s_j W_j[rows of s], one gemm each."""
-    g = step.groups
-    for j in range(g):
-        zj = _columns(z, g, j)  # [T, out/g]
-        for p, (t, rows) in enumerate(_parts(step, sources)):
-            tj, wj = _columns(t, g, j), w[j][rows]  # [T, w_s/g], [w_s/g, out/g]
+def _group_gemms(groups: int, parts, w: torch.Tensor, b: Optional[torch.Tensor], z: torch.Tensor,
+                 alpha: float) -> torch.Tensor:
+    """alpha F_G(x) + b written into z [T, out] with one gemm a group and part, where x is
+    read in ``parts`` (:func:`_parts`; one part: [(x, every row)]): group j's columns take
+    sum over parts s of s_j W_j[rows of s]."""
+    for j in range(groups):
+        zj = _columns(z, groups, j)  # [T, out/g]
+        for p, (t, rows) in enumerate(parts):
+            tj, wj = _columns(t, groups, j), w[j][rows]  # [T, w_s/g], [w_s/g, out/g]
             if p > 0:
                 zj.addmm_(tj, wj, alpha=alpha)
             elif b is None:
                 torch.addmm(zj, tj, wj, beta=0, alpha=alpha, out=zj)  # beta=0: z is not read
             else:
-                torch.addmm(b.view(g, -1)[j], tj, wj, alpha=alpha, out=zj)
+                torch.addmm(b.view(groups, -1)[j], tj, wj, alpha=alpha, out=zj)
     return z
 
 
@@ -200,15 +200,10 @@ def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tens
         if b is None:
             return torch.mm(x, w[0])  # [T, out] (alpha is 1 here: folds_input_scale)
         return torch.addmm(b, x, w[0], alpha=alpha)  # [T, out]
-    g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
     if per_group(z):
-        for j in range(g):
-            zj = _columns(z, g, j)  # [T, out/g]
-            if b is None:
-                torch.addmm(zj, _columns(x, g, j), w[j], beta=0, alpha=alpha, out=zj)  # beta=0: z is not read
-            else:
-                torch.addmm(b.view(g, -1)[j], _columns(x, g, j), w[j], alpha=alpha, out=zj)
-    elif not writes_strided(z.device):
+        return _group_gemms(step.groups, [(x, slice(None))], w, b, z, alpha)
+    g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
+    if not writes_strided(z.device):
         y = torch.bmm(xg, w) if b is None else torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, out/g]
         zg.copy_(y)
         if b is None and alpha != 1.0:
@@ -250,7 +245,7 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
         if split and splits(program, i):
             x = None  # the backward reads the sources
             z = e2.new_empty(T, step.out) if z is None else z
-            z = _linear_split(step, [values[s] for s in step.sources], w, b, z, alpha)  # [T, out]
+            z = _group_gemms(step.groups, _parts(step, [values[s] for s in step.sources]), w, b, z, alpha)  # [T, out]
         else:
             x = _layer_input(step, values)
             z = _linear(step, x, w, b, z, alpha)  # [T, out]
