@@ -7,7 +7,8 @@
 
 1a. unit: the DeFINE unit of each style (paper, authors) forward+backward at the paper's three
     shapes, as a fraction of the FLOP rate of torch.matmul forward+backward of comparable size
-    on the same device (target >= 0.75).
+    on the same device (target >= 0.75); with --compile also under torch.compile, and on CUDA
+    replayed as a CUDA graph.
 1b. against the authors' code: the authors-style embedding (map + unit) forward+backward on
     8192 tokens of real text against the authors' own computation of it
     (benchmarks/their_define_unit.py, written from reading their code; not in the package),
@@ -134,21 +135,28 @@ def build_style_unit(style, n, k, m, depth):
     return DefineUnit(build_schedule(n, k, depth, m, "define"))
 
 
-def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048)):
+def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_mode=None):
     """At 8192 rows, and at about the rows the unique-token path hands the unit at the paper's
-    NMT batch (4096 tokens a side: some 1,500-2,000 distinct)."""
+    NMT batch (4096 tokens a side: some 1,500-2,000 distinct). With ``compile_mode`` a copy of
+    each unit under torch.compile (as ``--define-compile``) joins the rounds; on CUDA another
+    copy's step replayed as a CUDA graph: how much of the unit's time is launches."""
     print("\n1a. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size (target >= 0.75); ops: the non-view "
-          "aten operators of the unit's fwd+bwd on this device (benchmarks/op_count.py)")
+          "aten operators of the unit's fwd+bwd on this device (benchmarks/op_count.py); compiled: the fraction "
+          "under torch.compile (--compile); graph: replayed as a CUDA graph (on CUDA); -: not measured")
     print(f"{'style':<8} {'shape':<38} {'rows':>5} {'unit tokens/s':>14} {'unit GFLOP/s':>13} {'matmul GFLOP/s':>15} "
-          f"{'fraction':>9} {'ops':>4}")
+          f"{'fraction':>9} {'ops':>4} {'compiled':>9} {'graph':>6}")
     for style in ("paper", "authors"):
         for label, n, k, m, depth in UNIT_SHAPES:
             unit = build_style_unit(style, n, k, m, depth).to(device, dtype)
+            compiled = None
+            if compile_mode:
+                compiled = copy.deepcopy(unit)
+                compiled.compile(dynamic=True, mode=None if compile_mode == "default" else compile_mode)
             for tokens in token_counts:
                 x = torch.randn(tokens, n, device=device, dtype=dtype, requires_grad=True)
 
-                def step_unit():
-                    unit(x).sum().backward()
+                def step_of(module, inputs):
+                    return lambda: module(inputs).sum().backward()
 
                 # the matmul reference: [T, k/2] x [k/2, k/2] (a square layer of the unit's mean width)
                 w = k // 2
@@ -158,17 +166,29 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048)):
                 def step_mm():
                     torch.matmul(a, b).sum().backward()
 
+                steps = {"unit": step_of(unit, x), "mm": step_mm}
+                if compiled is not None:
+                    steps["compiled"] = step_of(compiled, x.detach().clone().requires_grad_())
+                    start = time.perf_counter()
+                    steps["compiled"]()
+                    print(f"  ({style} {label}, {tokens} rows: torch.compile, mode {compile_mode}, first step "
+                          f"{time.perf_counter() - start:.0f} s)")
+                if x.is_cuda:  # its own copy: a graph replays into the gradients it captured
+                    steps["graph"] = cuda_graph(step_of(copy.deepcopy(unit), x.detach().clone().requires_grad_()))
                 # the unit's time varies by +-15% between runs on a CPU: medians of 5 alternating rounds
-                times = interleaved({"unit": step_unit, "mm": step_mm}, rounds=5, min_run_time=min_run_time / 2)
-                t_unit, t_mm = times["unit"], times["mm"]
-                rate_unit = unit_flops(unit, tokens) / t_unit / 1e9
-                rate_mm = 2 * 3 * tokens * w * w / t_mm / 1e9
+                times = interleaved(steps, rounds=5, min_run_time=min_run_time / 2)
+                rate_mm = 2 * 3 * tokens * w * w / times["mm"] / 1e9
+
+                def fraction(name):
+                    return f"{unit_flops(unit, tokens) / times[name] / 1e9 / rate_mm:.2f}" if name in times else "-"
+
                 unit.zero_grad(set_to_none=True)  # as a training step finds them (fairseq's zero_grad)
                 x.grad = None
                 with OpRecorder() as ops:
-                    step_unit()
-                print(f"{style:<8} {label:<38} {tokens:>5} {tokens / t_unit:>14.0f} {rate_unit:>13.1f} {rate_mm:>15.1f} "
-                      f"{rate_unit / rate_mm:>9.2f} {sum(ops.ops.values()):>4}")
+                    steps["unit"]()
+                print(f"{style:<8} {label:<38} {tokens:>5} {tokens / times['unit']:>14.0f} "
+                      f"{unit_flops(unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} {fraction('unit'):>9} "
+                      f"{sum(ops.ops.values()):>4} {fraction('compiled'):>9} {fraction('graph'):>6}")
 
 
 def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 tokens
@@ -523,7 +543,7 @@ def main():
                         "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
     parser.add_argument("--compile", nargs="?", const="default", metavar="MODE",
                         choices=[str(c.value) for c in DEFINE_COMPILE_MODE_CHOICES],
-                        help="benchmarks 2 and 6 also time the define variant with its units under torch.compile "
+                        help="benchmarks 1, 2 and 6 also time the units (2, 6: of the define variant) under torch.compile "
                         "(--define-compile: dynamic shapes; MODE: torch.compile's mode, --define-compile-mode, default "
                         "'default'), and print the compile time")
     parser.add_argument("--row-bucket", type=int, default=0, metavar="N",
@@ -545,7 +565,8 @@ def main():
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}, "
           f"allocator {allocator or 'default'}")
     if args.only in (None, 1):
-        bench_unit(args.device, dtype, args.min_run_time, **({"token_counts": (quick["tokens"],)} if quick else {}))
+        bench_unit(args.device, dtype, args.min_run_time, compile_mode=args.compile,
+                   **({"token_counts": (quick["tokens"],)} if quick else {}))
         bench_vs_authors(args.device, dtype, args.min_run_time, **({"rows": quick["rows"], "length": quick["length"]} if quick else {}))
     if args.only in (None, 2):
         batches = [tuple(int(v) for v in b.split("x")) for b in args.nmt_batch.split()]

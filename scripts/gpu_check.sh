@@ -28,7 +28,8 @@
 #              newstest2017 (newstest2017 is not in the data root).
 #   Output:    DIR/summary.md and DIR/summary.json (each step's status, time and key
 #              numbers, the machine), DIR/<step>.log, DIR/table3/ (the recipe's runs).
-#   Exit:      0 when every step passed, 1 when one failed, 2 for a bad option.
+#   Exit:      0 when every step passed, 1 when one failed (or passed without the numbers its
+#              summary reads: a changed output format), 2 for a bad option.
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/run_scripts/lib.sh"
 
@@ -171,7 +172,8 @@ echo "GPU check ($([[ $CPU == 1 ]] && echo "CPU mode" || echo GPU)): steps $STEP
 for s in $STEPS; do run_step "$s" "step_$s"; done
 
 # the summary: each step's status and time, and the numbers its log holds
-python3 - "$OUT" "$ROOT" "$CPU" "$T3_UPDATES" "$EVAL_LINES" "$PAIRS" <<'EOF'
+SUMMARY_RC=0
+python3 - "$OUT" "$ROOT" "$CPU" "$T3_UPDATES" "$EVAL_LINES" "$PAIRS" <<'EOF' || SUMMARY_RC=$?
 import json, platform, re, subprocess, sys
 from pathlib import Path
 
@@ -207,12 +209,21 @@ def train_ratios(log):
     return ratios
 
 
+def unit_fractions(log):
+    """Benchmark 1a's rows: the unit's fraction of the matmul rate, its operators, and (where
+    measured, else None) the compiled unit's and the CUDA graph's fractions."""
+    number = lambda v: None if v == "-" else float(v)
+    return [{"style": s, "shape": shape.strip(), "rows": int(r), "fraction": float(f), "ops": int(ops),
+             "compiled": number(c), "graph": number(g)}
+            for s, shape, r, f, ops, c, g in re.findall(
+                r"^(paper|authors)\s+(.+?)\s+(\d+)\s+\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s+(\d+)\s+([0-9.]+|-)\s+([0-9.]+|-)$",
+                log, re.M)]
+
+
 bench = read("bench")
 if bench:
     b = numbers["bench"] = {"machine": next(iter(re.findall(r"^machine: (.*)$", bench, re.M)), "")}
-    b["1a_unit_fraction_of_matmul"] = [
-        {"style": s, "shape": shape.strip(), "rows": int(r), "fraction": float(f)}
-        for s, shape, r, f in re.findall(r"^(paper|authors)\s+(.+?)\s+(\d+)\s+\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)$", bench, re.M)]
+    b["1a_unit_fraction_of_matmul"] = unit_fractions(bench)
     b["1b_ours_over_authors_code"] = [float(x) for x in re.findall(r"ms, ratio ([0-9.]+); every token", bench)]
     b["2_train_step_ratio_to_projective"] = train_ratios(bench)
     b["3_cached_over_plain"] = [float(x) for x in re.findall(r"^\s+cached .* ratio ([0-9.]+)$", bench, re.M)]
@@ -260,14 +271,34 @@ machine = {
     "device": "cpu" if cpu else version([sys.executable, "-c", "import torch; print(torch.cuda.get_device_name())"]),
     "commit": version(["git", "-C", root, "rev-parse", "HEAD"]),
 }
+# a step that passed but whose log no longer holds its numbers (a changed output format) fails
+# the check, so CI sees it
+expected = {
+    "tests": lambda: numbers["tests"]["result"],
+    "bench": lambda: all([numbers["bench"]["1a_unit_fraction_of_matmul"], numbers["bench"]["1b_ours_over_authors_code"],
+                          numbers["bench"]["2_train_step_ratio_to_projective"], numbers["bench"]["3_cached_over_plain"]]),
+    "graphs": lambda: numbers["graphs"]["compile"] and all(
+        "define-compiled" in r for r in numbers["graphs"]["2_train_step_ratio_to_projective"].values()),
+    "table3": lambda: numbers["table3"]["rows"] and all("train_wps" in e for e in numbers["table3"]["rows"].values()),
+}
+missing = []
+for s in steps:
+    try:
+        found = s["status"] != "pass" or expected[s["step"]]()
+    except KeyError:
+        found = False
+    if not found:
+        missing.append(s["step"])
 summary = {"mode": "cpu" if cpu else "gpu", "machine": machine, "steps": steps, "numbers": numbers,
-           "passed": all(s["status"] == "pass" for s in steps)}
+           "numbers_missing": missing, "passed": all(s["status"] == "pass" for s in steps) and not missing}
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 md = [f"# GPU check ({summary['mode']} mode): {'all steps passed' if summary['passed'] else 'FAILED'}", "",
       f"Machine: {machine['device']}, torch {machine['torch']}, Python {machine['python']}.", "",
       "| step | status | seconds |", "|---|---|---|"]
 md += [f"| {s['step']} | {s['status']} | {s['seconds']} |" for s in steps]
+if missing:
+    md += ["", "Numbers not found in the logs of: " + ", ".join(missing) + " (their output format changed?)."]
 if "tests" in numbers:
     md += ["", f"Tests: {numbers['tests']['result']}."]
     md += [f"- failed: `{t}`" for t in numbers["tests"]["failed"]]
@@ -275,7 +306,8 @@ if "tests" in numbers:
 if "bench" in numbers:
     b = numbers["bench"]
     md += ["", f"Benchmarks ({b['machine']}):"]
-    md += [f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows: {u['fraction']:.2f} of the matmul rate"
+    md += [f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows: {u['fraction']:.2f} of the matmul rate, "
+           f"{u['ops']} operators" + "".join(f", {how} {u[how]:.2f}" for how in ("compiled", "graph") if u[how] is not None)
            for u in b["1a_unit_fraction_of_matmul"]]
     md += [f"- 1b ours / the authors' code: {x:.3f}" for x in b["1b_ours_over_authors_code"]]
     for section, ratios in b["2_train_step_ratio_to_projective"].items():
@@ -297,8 +329,9 @@ if "table3" in numbers:
         metrics = ", ".join(f"{k} {v}" for k, v in e.get("metrics", {}).items()) or "-"
         md.append(f"| {row} | {wps} | {loss} | {metrics} |")
 (out / "summary.md").write_text("\n".join(md) + "\n")
+sys.exit(3 if missing else 0)
 EOF
 echo
 cat "$OUT/summary.md"
 echo "written: $OUT/summary.md, $OUT/summary.json"
-if grep -q $'\tfail\t' "$STEPS_TSV"; then exit 1; fi
+if grep -q $'\tfail\t' "$STEPS_TSV" || [[ $SUMMARY_RC != 0 ]]; then exit 1; fi

@@ -1,5 +1,6 @@
 """scripts/gpu_check.sh without a GPU: its CPU mode writes the summary, a failed step is
-recorded and the next one still runs, bad options stop with one line. The whole --cpu run
+recorded and the next one still runs, a step whose log lacks its numbers fails the check, bad
+options stop with one line. The whole --cpu run
 (every step, several minutes) is in .ci/run; these run a step or two on a few tests."""
 
 import json
@@ -41,6 +42,16 @@ def test_a_failed_step_is_recorded_and_the_next_one_runs(tmp_path):
     assert summary["steps"][0]["exit"] == 5  # pytest: no test collected
     assert summary["passed"] is False and "FAILED" in (tmp_path / "out" / "summary.md").read_text()
     assert "corpora.py: error: wmt14-test not found under" in (tmp_path / "out" / "bench.log").read_text()
+
+
+def test_a_step_that_passed_without_its_numbers_fails_the_check(tmp_path):
+    # pytest --co passes without a result line, as a step whose output format changed would
+    out = gpu_check("--cpu", "--out", tmp_path, "--steps", "tests", "--workers", "0", "--pytest-args", "--co -k unit_in_bf16")
+    assert out.returncode == 1, out.stdout[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"][0]["status"] == "pass" and summary["numbers_missing"] == ["tests"]
+    assert summary["passed"] is False
+    assert "Numbers not found in the logs of: tests" in (tmp_path / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [
