@@ -115,3 +115,31 @@ def test_fused_path_under_autocast_computes_in_its_dtype():
     torch.testing.assert_close(out.float(), plain, rtol=0.05, atol=0.05)
     out.float().sum().backward()
     assert all(p.grad.dtype == torch.float32 for p in emb.parameters())
+
+
+@pytest.mark.parametrize("case", [dict(), dict(define_no_bias=True), dict(define_norm="none"),
+                                  dict(define_style="authors", define_max_groups=None)],
+                         ids=["define", "no-bias", "no-norm", "authors"])
+def test_one_cast_of_all_parameters_equals_a_cast_each(case, monkeypatch):
+    """Under autocast the parameters reach the unit's dtype through one cat and one cast
+    (``in_dtype``): outputs and float32 gradients identical to casting each parameter."""
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_out_dim=32, **case), 40, 1, 32)
+    tokens = torch.randint(2, 40, (3, 7))
+    results = []
+    for cast in (fused_unit.in_dtype, lambda params, dtype: [p if p is None else p.to(dtype) for p in params]):
+        monkeypatch.setattr(fused_unit, "in_dtype", cast)
+        emb.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = emb(tokens)
+        (out.float() * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in emb.parameters()]))
+    (out, grads), (ref_out, ref_grads) = results
+    assert out.dtype == torch.bfloat16 and torch.equal(out, ref_out)
+    assert all(g.dtype == torch.float32 and torch.equal(g, r) for g, r in zip(grads, ref_grads))
+
+
+def test_parameters_already_in_the_dtype_are_not_copied():
+    params = [torch.ones(2, 3, dtype=torch.bfloat16), None, torch.zeros(4, dtype=torch.bfloat16)]
+    assert fused_unit.in_dtype(params, torch.bfloat16) is params
+

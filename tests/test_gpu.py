@@ -122,10 +122,14 @@ def test_every_family_trains_50_updates_with_a_falling_loss(family, precision, r
 
 
 @cli
-@pytest.mark.parametrize("precision", ["--fp16", "--bf16"])
+@pytest.mark.parametrize("precision", ["--fp16", "--bf16", "--amp"])
 def test_mixed_precision_training_stays_finite(wmt_bin, tmp_path, precision):
-    """300 updates of the shared-embedding NMT model in fp16 / bf16 (a longer run than above)."""
-    precision_args(precision[2:])
+    """300 updates of the shared-embedding NMT model in fp16 / bf16, and under autocast with
+    float32 weights (--amp: the unit's parameters cast in one, fused_unit.in_dtype), a longer
+    run than above."""
+    if precision == "--amp" and not ON_GPU:
+        pytest.skip("--amp trains under CUDA's autocast")
+    precision_args(precision[2:] if precision != "--amp" else "fp32")
     out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "5e-4", "--max-tokens", "2000",
                   "--max-update", "300", "--save-dir", tmp_path / "ck", "--no-save", precision, *DEVICE_ARGS,

@@ -453,6 +453,18 @@ class FusedUnitFunction(torch.autograd.Function):
         return (None, None, None, None, None, None, ge.reshape(ctx.e_shape), *pg)
 
 
+def in_dtype(params, dtype: torch.dtype):
+    """``params`` (None where absent) in ``dtype`` through one ``cat`` and one cast of them all:
+    4 kernels a step with the gradients' way back, where a cast each would take two a
+    parameter (60 for a 3-layer unit under ``--amp``); each gradient is a view of one buffer."""
+    present = [p for p in params if p is not None]
+    if all(p.dtype == dtype for p in present):
+        return params
+    flat = torch.cat([p.reshape(-1) for p in present]).to(dtype)  # [sum of numels]
+    parts = iter(flat.split([p.numel() for p in present]))
+    return [None if p is None else next(parts).view(p.shape) for p in params]
+
+
 def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, counts: Optional[torch.Tensor] = None,
                positions: Optional[int] = None, e_scale: float = 1.0) -> torch.Tensor:
     """A unit's output for e_scale * e (e [*, n]) through :class:`FusedUnitFunction`;
@@ -463,7 +475,7 @@ def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, c
     device = e.device.type
     if torch.is_autocast_enabled(device):  # all of it in autocast's dtype (its out= buffers take one dtype)
         dtype = torch.get_autocast_dtype(device)
-        e, params = e.to(dtype), [p if p is None else p.to(dtype) for p in params]
+        e, params = e.to(dtype), in_dtype(params, dtype)
     with torch.autocast(device_type=device, enabled=False):
         return FusedUnitFunction.apply(program, centring, counts, positions, scale, float(e_scale), e, *params)
 
