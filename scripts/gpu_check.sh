@@ -7,8 +7,9 @@
 #   bench   benchmarks 1-3 of benchmarks/bench_define.py on cuda in bfloat16
 #   graphs  (only when asked for: --steps) benchmark 2 again with the units compiled in
 #           reduce-overhead mode, rows padded to multiples of 512: the unit as CUDA graphs
-#           (--define-compile-mode reduce-overhead --define-row-bucket 512); compiling takes
-#           a minute or more a model
+#           (--define-compile-mode reduce-overhead --define-row-bucket 512), then benchmark 1
+#           with each unit compiled the same way; compiling takes a minute or more a model
+#           and half a minute or more a unit
 #   table3  run_scripts/table3_transformer_wmt14.sh at full-scale settings (both rows,
 #           define_transformer_wmt_en_de and its baseline, fp16, --max-tokens 4096 x 8) for a
 #           short budget, trained on the WMT news proxy corpus, evaluation capped
@@ -140,6 +141,12 @@ step_graphs() {
   args=(--only 2 --data-root "$root")
   if [[ $CPU == 1 ]]; then args+=(--quick --device cpu --dtype float32 --compile default --row-bucket 16)
   else args+=(--device cuda --dtype bfloat16 --min-run-time 0.5 --compile reduce-overhead --row-bucket 512); fi
+  python3 "$ROOT/benchmarks/bench_define.py" "${args[@]}" || return
+  # benchmark 1 with each unit compiled: its fraction of the matmul rate once the compiler
+  # fuses the elementwise work (on CUDA, reduce-overhead: also replayed as a CUDA graph)
+  args=(--only 1)
+  if [[ $CPU == 1 ]]; then args+=(--quick --device cpu --dtype float32 --compile default)
+  else args+=(--device cuda --dtype bfloat16 --min-run-time 0.5 --compile reduce-overhead); fi
   python3 "$ROOT/benchmarks/bench_define.py" "${args[@]}"
 }
 
@@ -230,6 +237,7 @@ if bench:
 graphs = read("graphs")
 if graphs:
     numbers["graphs"] = {"2_train_step_ratio_to_projective": train_ratios(graphs),
+                         "1a_unit_fraction_of_matmul": unit_fractions(graphs),
                          "compile": re.findall(r"torch.compile of the units \((.*)\): first step (\d+) s", graphs)}
 
 runs = out / "table3" / "runs"
@@ -278,7 +286,8 @@ expected = {
     "bench": lambda: all([numbers["bench"]["1a_unit_fraction_of_matmul"], numbers["bench"]["1b_ours_over_authors_code"],
                           numbers["bench"]["2_train_step_ratio_to_projective"], numbers["bench"]["3_cached_over_plain"]]),
     "graphs": lambda: numbers["graphs"]["compile"] and all(
-        "define-compiled" in r for r in numbers["graphs"]["2_train_step_ratio_to_projective"].values()),
+        "define-compiled" in r for r in numbers["graphs"]["2_train_step_ratio_to_projective"].values()) and all(
+        u["compiled"] is not None for u in numbers["graphs"]["1a_unit_fraction_of_matmul"] or [{"compiled": None}]),
     "table3": lambda: numbers["table3"]["rows"] and all("train_wps" in e for e in numbers["table3"]["rows"].values()),
 }
 missing = []
@@ -318,6 +327,9 @@ if "graphs" in numbers:
     md += ["", "Benchmark 2 with the units compiled (" + "; ".join(f"{how}: first step {s} s" for how, s in g["compile"]) + "):"]
     for section, ratios in g["2_train_step_ratio_to_projective"].items():
         md += [f"- 2 {section}: " + ", ".join(f"{k} / projective {v:.3f}" for k, v in ratios.items())]
+    md += [f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows: eager {u['fraction']:.2f}, compiled {u['compiled']:.2f}"
+           f" of the matmul rate" + (f", eager as a CUDA graph {u['graph']:.2f}" if u["graph"] is not None else "")
+           for u in g["1a_unit_fraction_of_matmul"]]
 if "table3" in numbers:
     t3 = numbers["table3"]
     md += ["", f"Table 3 recipe, {t3['updates']} updates a row, evaluation on {t3['max_eval_lines']} lines, "

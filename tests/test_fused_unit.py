@@ -79,6 +79,22 @@ def test_fused_path_equals_the_modules(case, stability, token_path, layout, monk
         torch.testing.assert_close(grads_f[name], grads_r[name], rtol=1e-9, atol=1e-12, msg=name)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("layout", ["cpu", "per-group"], ids=lambda v: f"{v}-layout")
+def test_the_backward_leaves_the_incoming_gradient_as_it_was(case, layout, monkeypatch):
+    """The backward writes activation and centring gradients over its own buffers, never
+    over the gradient autograd hands it (a unit without Reduce ends in a norm and an
+    activation: its gradient arrives there)."""
+    monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_out_dim=32, define_token_path="plain", **case), 40, 1, 32).double()
+    out = emb(torch.randint(2, 40, (4, 9)))
+    grad = torch.randn_like(out)
+    kept = grad.clone()
+    out.backward(grad)
+    assert torch.equal(grad, kept)
+
+
 @pytest.mark.parametrize("case", [dict(define_transform="define_residual"), dict(define_transform="glt_shuffle"),
                                   dict(define_transform="projective"), dict(define_dropout=0.1)],
                          ids=lambda c: "-".join(str(v) for v in c.values()))

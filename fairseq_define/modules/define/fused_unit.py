@@ -88,18 +88,21 @@ def _activate(step: Step, n: torch.Tensor) -> torch.Tensor:
     return n
 
 
-def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: torch.Tensor, in_place: bool) -> torch.Tensor:
     """The gradient at the activation's input n from the gradient at its output y (both
-    shaped as ``grad``, which may be a strided view of a mixing layer's input gradient)."""
-    if step.activation == "swish":
-        return aten.silu_backward(grad, n.view(grad.shape))
-    if step.activation == "gelu":
-        return aten.gelu_backward(grad, n.view(grad.shape))
-    if step.activation == "relu":
-        return aten.threshold_backward(grad, y.view(grad.shape), 0)
-    if step.activation == "tanh":
-        return aten.tanh_backward(grad, y.view(grad.shape))
-    return grad
+    shaped as ``grad``, which may be a strided view of a mixing layer's input gradient);
+    ``in_place``: written over ``grad`` (a buffer of this backward: one [T, w] allocation
+    fewer a layer, which at 8192 rows and w = 1024 is one that glibc maps afresh)."""
+    if step.activation == "linear":
+        return grad
+    if step.activation in ("swish", "gelu"):
+        op, args = (aten.silu_backward, ()) if step.activation == "swish" else (aten.gelu_backward, ())
+        inputs = (grad, n.view(grad.shape))
+    elif step.activation == "relu":
+        op, inputs, args = aten.threshold_backward, (grad, y.view(grad.shape)), (0,)
+    else:
+        op, inputs, args = aten.tanh_backward, (grad, y.view(grad.shape)), ()
+    return op.grad_input(*inputs, *args, grad_input=grad) if in_place else op(*inputs, *args)
 
 
 def _group_view(t: torch.Tensor, groups: int) -> torch.Tensor:
@@ -145,6 +148,16 @@ def per_group(t: torch.Tensor) -> bool:
     """Whether a grouped layer on the [T, w] tensor ``t`` runs one gemm a group
     (``PER_GROUP_ROWS``): on the CPU, eager (compiled, the compiler takes the batched form)."""
     return t.device.type == "cpu" and t.shape[0] >= PER_GROUP_ROWS and not torch.compiler.is_compiling()
+
+
+def one_buffer_each(t: torch.Tensor) -> bool:
+    """Whether each grouped layer's output and input gradient get a buffer of their own
+    instead of a slice of one for all (fewer allocator calls): where the CPU runs per group
+    (:func:`per_group`), the one buffer is large (71 MB for the paper's NMT unit at 8192
+    rows), and glibc maps a block of more than 32 MB afresh from the system at every
+    allocation, where it reuses smaller ones from its heap (4-5% of the NMT and LSTM units'
+    time at 8192 rows)."""
+    return per_group(t)
 
 
 def _columns(t: torch.Tensor, groups: int, j: int) -> torch.Tensor:
@@ -231,14 +244,16 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
     fold = e_scale != 1.0 and folds_input_scale(program, params)
     values = {"e": e2 if fold or e_scale == 1.0 else e2 * e_scale}
     saved = []
-    grouped = [s.out for s in program if s.groups > 1]
-    buffer = e2.new_empty(T * sum(grouped)) if grouped else None  # every grouped layer's output, one allocation
-    offset = 0
     split = per_group(e2)
+    grouped = [s.out for s in program if s.groups > 1]
+    buffer = e2.new_empty(T * sum(grouped)) if grouped and not one_buffer_each(e2) else None  # every grouped layer's output
+    offset = 0
     for i, step in enumerate(program):
         w, b, nw, nb = params[4 * i: 4 * i + 4]
         z = None
-        if step.groups > 1:
+        if step.groups > 1 and buffer is None:
+            z = e2.new_empty(T, step.out)
+        elif step.groups > 1:
             z = buffer[offset: offset + T * step.out].view(T, step.out)
             offset += T * step.out
         alpha = e_scale if (fold and i == 0) else 1.0
@@ -293,14 +308,18 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
     # the input gradients that grouped layers write in the [T, in] layout: one buffer
     widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) and saved[i][0] is not None else 0
               for i, step in enumerate(program)]
-    buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) else None
+    buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) and not one_buffer_each(grad_out) else None
     offsets = [sum(widths[:i]) * T for i in range(len(program))]
     for i in reversed(range(len(program))):
         step = program[i]
         w, b, nw, nb = params[4 * i: 4 * i + 4]
         x, z, mean, rstd, n, y = saved[i]
         gy = grads.pop(step.name)
-        gn = _activation_backward(step, gy, n, y)
+        # a later step's input gradient is this backward's own buffer; grad_out is autograd's.
+        # Not into a mixer's strided chunks (the norm's backward would copy them), nor compiled
+        # (an out= there breaks the graph, and the compiler fuses anyway)
+        own_gy = i < len(program) - 1 and not torch.compiler.is_compiling()
+        gn = _activation_backward(step, gy, n, y, in_place=own_gy and gy.is_contiguous())
         if step.norm_dim:
             k = step.out // step.norm_dim
             gz, gnw, gnb = aten.native_layer_norm_backward(
@@ -312,12 +331,27 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
             gz = gn
         gz = gz.reshape(T, step.out)  # [T, out]
         s = gz.sum(0) if (b is not None or centring) else None  # [out]: the bias gradient
-        gc = gz
-        if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
-            gc = torch.sub(gz, s, alpha=1.0 / positions) if counts is None else torch.addr(gz, counts, s, alpha=-1.0 / positions)
-        alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
         g = step.groups
         sources = [_saved_value(program, saved, name) for name in step.sources] if x is None else None
+        gx = None
+        if widths[i]:
+            gx = grad_out.new_empty(T, widths[i]) if buffer is None else buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1)
+        # the input's gradient reads gz uncentred, so it comes first. The map's scale: e's
+        # gradient is e_scale times what reaches it, and step 0 (which reads e alone) adds the
+        # last share, so its matmul applies the factor to the sum
+        if sources is not None:
+            _split_input_backward(step, w, gz, grads, sources)
+        else:
+            _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
+        gc = gz
+        if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
+            # in place where gz is this backward's own: a norm's or an activation's gradient, or gy
+            own_gz = own_gy or bool(step.norm_dim) or step.activation != "linear"
+            if counts is None:
+                gc = gz.sub_(s, alpha=1.0 / positions) if own_gz else torch.sub(gz, s, alpha=1.0 / positions)
+            else:
+                gc = gz.addr_(counts, s, alpha=-1.0 / positions) if own_gz else torch.addr(gz, counts, s, alpha=-1.0 / positions)
+        alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
         if sources is not None:  # a split step: each group's rows of W from each source
             gw = torch.empty_like(w)  # [g, in/g, out/g]
             for j in range(g):
@@ -334,13 +368,6 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         if b is not None:
             param_grads[4 * i + 1] = s
             scaled.append(s)
-        gx = buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1) if widths[i] else None
-        # the map's scale: e's gradient is e_scale times what reaches it, and step 0 (which
-        # reads e alone) adds the last share, so its matmul applies the factor to the sum
-        if sources is not None:
-            _split_input_backward(step, w, gz, grads, sources)
-        else:
-            _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
     if scale != 1.0 and scaled:
         torch._foreach_mul_(scaled, scale)
     return grads["e"], param_grads
