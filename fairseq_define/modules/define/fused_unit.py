@@ -146,8 +146,9 @@ PER_GROUP_ROWS = 2048
 
 def per_group(t: torch.Tensor) -> bool:
     """Whether a grouped layer on the [T, w] tensor ``t`` runs one gemm a group
-    (``PER_GROUP_ROWS``): on the CPU, eager (compiled, the compiler takes the batched form)."""
-    return t.device.type == "cpu" and t.shape[0] >= PER_GROUP_ROWS and not torch.compiler.is_compiling()
+    (``PER_GROUP_ROWS``): on the CPU, eager (compiled, the compiler takes the batched form;
+    the row count is not read there, or dynamo would guard on it and recompile across it)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling() and t.shape[0] >= PER_GROUP_ROWS
 
 
 def one_buffer_each(t: torch.Tensor) -> bool:
