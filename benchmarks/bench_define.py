@@ -560,7 +560,7 @@ def main():
     global DATA_ROOT, ROW_BUCKET
     DATA_ROOT, ROW_BUCKET = args.data_root, args.row_bucket
     dtype = getattr(torch, args.dtype)
-    allocator = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "LD_PRELOAD")
+    allocator = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE"))
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}, "
           f"allocator {allocator or 'default'}")
