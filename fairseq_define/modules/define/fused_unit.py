@@ -96,8 +96,8 @@ def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: tor
     if step.activation == "linear":
         return grad
     if step.activation in ("swish", "gelu"):
-        op, args = (aten.silu_backward, ()) if step.activation == "swish" else (aten.gelu_backward, ())
-        inputs = (grad, n.view(grad.shape))
+        op = aten.silu_backward if step.activation == "swish" else aten.gelu_backward
+        inputs, args = (grad, n.view(grad.shape)), ()
     elif step.activation == "relu":
         op, inputs, args = aten.threshold_backward, (grad, y.view(grad.shape)), (0,)
     else:
