@@ -302,6 +302,13 @@ summary = {"mode": "cpu" if cpu else "gpu", "machine": machine, "steps": steps, 
            "numbers_missing": missing, "passed": all(s["status"] == "pass" for s in steps) and not missing}
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
+def unit_line(u):
+    """A benchmark 1a row of the summary: the fractions of the matmul rate it measured."""
+    return (f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows, fraction of the matmul rate: eager {u['fraction']:.2f} "
+            f"({u['ops']} operators)" + "".join(f", {how} {u[key]:.2f}" for how, key in (
+                ("compiled", "compiled"), ("eager as a CUDA graph", "graph")) if u[key] is not None))
+
+
 md = [f"# GPU check ({summary['mode']} mode): {'all steps passed' if summary['passed'] else 'FAILED'}", "",
       f"Machine: {machine['device']}, torch {machine['torch']}, Python {machine['python']}.", "",
       "| step | status | seconds |", "|---|---|---|"]
@@ -315,9 +322,7 @@ if "tests" in numbers:
 if "bench" in numbers:
     b = numbers["bench"]
     md += ["", f"Benchmarks ({b['machine']}):"]
-    md += [f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows: {u['fraction']:.2f} of the matmul rate, "
-           f"{u['ops']} operators" + "".join(f", {how} {u[how]:.2f}" for how in ("compiled", "graph") if u[how] is not None)
-           for u in b["1a_unit_fraction_of_matmul"]]
+    md += [unit_line(u) for u in b["1a_unit_fraction_of_matmul"]]
     md += [f"- 1b ours / the authors' code: {x:.3f}" for x in b["1b_ours_over_authors_code"]]
     for section, ratios in b["2_train_step_ratio_to_projective"].items():
         md += [f"- 2 {section}: " + ", ".join(f"{k} / projective {v:.3f}" for k, v in ratios.items())]
@@ -327,9 +332,7 @@ if "graphs" in numbers:
     md += ["", "Benchmark 2 with the units compiled (" + "; ".join(f"{how}: first step {s} s" for how, s in g["compile"]) + "):"]
     for section, ratios in g["2_train_step_ratio_to_projective"].items():
         md += [f"- 2 {section}: " + ", ".join(f"{k} / projective {v:.3f}" for k, v in ratios.items())]
-    md += [f"- 1a {u['style']} unit, {u['shape']}, {u['rows']} rows: eager {u['fraction']:.2f}, compiled {u['compiled']:.2f}"
-           f" of the matmul rate" + (f", eager as a CUDA graph {u['graph']:.2f}" if u["graph"] is not None else "")
-           for u in g["1a_unit_fraction_of_matmul"]]
+    md += [unit_line(u) for u in g["1a_unit_fraction_of_matmul"]]
 if "table3" in numbers:
     t3 = numbers["table3"]
     md += ["", f"Table 3 recipe, {t3['updates']} updates a row, evaluation on {t3['max_eval_lines']} lines, "
