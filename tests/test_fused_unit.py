@@ -158,4 +158,3 @@ def test_one_cast_of_all_parameters_equals_a_cast_each(case, monkeypatch):
 def test_parameters_already_in_the_dtype_are_not_copied():
     params = [torch.ones(2, 3, dtype=torch.bfloat16), None, torch.zeros(4, dtype=torch.bfloat16)]
     assert fused_unit.in_dtype(params, torch.bfloat16) is params
-

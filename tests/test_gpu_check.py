@@ -1,7 +1,7 @@
 """scripts/gpu_check.sh without a GPU: its CPU mode writes the summary, a failed step is
 recorded and the next one still runs, a step whose log lacks its numbers fails the check, bad
-options stop with one line. The whole --cpu run
-(every step, several minutes) is in .ci/run; these run a step or two on a few tests."""
+options stop with one line. The whole --cpu run (every step, several minutes) is in .ci/run;
+these run a step or two on a few tests."""
 
 import json
 
