@@ -17,11 +17,12 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from ...errors import UserError
 from ..config_bounds import MAX_DEFINE_DEPTH, MAX_DEFINE_WIDTH, check_size
+from .activations import ACTIVATIONS
 
 DEFINE_TRANSFORM_CHOICES = ChoiceEnum(
     ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 )
-DEFINE_ACTIVATION_CHOICES = ChoiceEnum(["swish", "gelu", "relu", "tanh", "linear"])
+DEFINE_ACTIVATION_CHOICES = ChoiceEnum(list(ACTIVATIONS))
 DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "group_layer", "none"])
 DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 # The one place the default unit structure is chosen (docs/define_unit.md compares the two).

@@ -27,6 +27,8 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 import torch.nn as nn
 
+from .activations import ACTIVATIONS
+
 aten = torch.ops.aten
 
 
@@ -43,10 +45,7 @@ class Step(NamedTuple):
     out: int
     norm_dim: int  # features each LayerNorm normalises (0: no norm)
     eps: float
-    activation: str  # swish | gelu | relu | tanh | linear
-
-
-ACTIVATIONS = ("swish", "gelu", "relu", "tanh", "linear")
+    activation: str  # a name in activations.py's ACTIVATIONS
 
 
 def step_of(layer: nn.Module, name: str, mode: str, sources, widths, activation: str = "linear") -> Optional[Step]:
@@ -77,32 +76,21 @@ def params_of(layer: nn.Module):
 
 
 def _activate(step: Step, n: torch.Tensor) -> torch.Tensor:
-    if step.activation == "swish":
-        return aten.silu(n)
-    if step.activation == "gelu":
-        return aten.gelu(n)
-    if step.activation == "relu":
-        return aten.relu(n)
-    if step.activation == "tanh":
-        return aten.tanh(n)
-    return n
+    return ACTIVATIONS[step.activation].forward(n)
 
 
 def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: torch.Tensor, in_place: bool) -> torch.Tensor:
     """The gradient at the activation's input n from the gradient at its output y (both
     shaped as ``grad``, which may be a strided view of a mixing layer's input gradient);
     ``in_place``: written over ``grad`` (a buffer of this backward: one [T, w] allocation
-    fewer a layer, which at 8192 rows and w = 1024 is one that glibc maps afresh)."""
-    if step.activation == "linear":
+    fewer a layer)."""
+    act = ACTIVATIONS[step.activation]
+    if act.backward is None:
         return grad
-    if step.activation in ("swish", "gelu"):
-        op = aten.silu_backward if step.activation == "swish" else aten.gelu_backward
-        inputs, args = (grad, n.view(grad.shape)), ()
-    elif step.activation == "relu":
-        op, inputs, args = aten.threshold_backward, (grad, y.view(grad.shape)), (0,)
-    else:
-        op, inputs, args = aten.tanh_backward, (grad, y.view(grad.shape)), ()
-    return op.grad_input(*inputs, *args, grad_input=grad) if in_place else op(*inputs, *args)
+    saved = (n if act.reads == "input" else y).view(grad.shape)
+    if in_place:
+        return act.backward.grad_input(grad, saved, *act.backward_args, grad_input=grad)
+    return act.backward(grad, saved, *act.backward_args)
 
 
 def _group_view(t: torch.Tensor, groups: int) -> torch.Tensor:

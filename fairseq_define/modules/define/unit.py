@@ -3,21 +3,13 @@
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
+from .activations import ACTIVATIONS
 from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
 from .fused_unit import fused_applies, fused_unit, step_of
 from .group_linear import GroupLinear
-
-_ACTIVATIONS = {
-    "swish": F.silu,
-    "gelu": F.gelu,
-    "relu": F.relu,
-    "tanh": torch.tanh,
-    "linear": lambda x: x,
-}
 
 
 def split_and_mix(e: torch.Tensor, h: torch.Tensor, groups: int) -> torch.Tensor:
@@ -49,7 +41,7 @@ class ExpandLayer(nn.Module):
         x = self.transform(x)
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(_ACTIVATIONS[self.activation](x))
+        return self.dropout(ACTIVATIONS[self.activation].forward(x))
 
 
 class DefineUnit(nn.Module):

@@ -9,7 +9,8 @@ import torch.nn as nn
 from fairseq.modules import FairseqDropout
 
 from .schedule_authors import AuthorsSchedule
-from .unit import _ACTIVATIONS, split_and_mix
+from .activations import ACTIVATIONS
+from .unit import split_and_mix
 from .group_layer_norm import GroupLayerNorm
 from .fused_unit import fused_applies, fused_unit, step_of
 from .group_linear import GroupLinear
@@ -44,7 +45,7 @@ class AuthorsLayer(nn.Module):
         x = self.transform(x)  # [*, out]
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(_ACTIVATIONS[self.activation](x))
+        return self.dropout(ACTIVATIONS[self.activation].forward(x))
 
 
 class AuthorsDefineUnit(nn.Module):
