@@ -1,6 +1,6 @@
 """Layer shapes of the DeFINE unit as the paper describes it (sections 3.1-3.3, ablations of
 section 4.4; ``define_style=paper``). The authors' released unit has its own schedule
-(define_schedule_authors.py; the two side by side: docs/define_unit.md).
+(schedule_authors.py; the two side by side: docs/define_unit.md).
 
 Every variant of the paper is a value of ``define_transform``:
 
@@ -95,7 +95,60 @@ def build_schedule(
     groups: Optional[Sequence[int]] = None,
     reduce: bool = True,
 ) -> DefineSchedule:
-    """Validate the settings and compute widths and groups of every layer."""
+    """The widths and groups of every layer of a unit (section 3.2), after checking the
+    settings (:func:`check_settings`, then :func:`check_groups_divide` on the groups)."""
+    n, k, N, m = map_dim, expand_dim, depth, out_dim
+    check_settings(n, k, N, m, transform, max_groups, groups, reduce)
+    if transform == "projective":
+        return DefineSchedule(transform, n, m, None, False, [], [], [], n, 1)
+    kind, skip, shuffle = _TRANSFORMS[transform]
+    layer_groups = _layer_groups(kind, N, default_max_groups(n, m) if max_groups is None else max_groups, groups)
+    reduce_groups = layer_groups[0] if kind == "fixed" and groups is None else 1
+    check_groups_divide(n, m, transform, skip, layer_groups, reduce_groups, reduce)
+    widths = _widths(n, k, skip, layer_groups, reduce_groups, reduce)
+    reads_e = n if skip in ("mix", "concat") else 0  # the skip puts e beside each later layer's input
+    return DefineSchedule(
+        transform=transform,
+        map_dim=n,
+        out_dim=m if reduce else widths[-1],
+        skip=skip,
+        shuffle=shuffle,
+        layer_in=[n] + [w + reads_e for w in widths[:-1]],
+        layer_out=widths,
+        layer_groups=layer_groups,
+        reduce_in=widths[-1] + n if reduce else None,
+        reduce_groups=reduce_groups,
+    )
+
+
+def _layer_groups(kind: str, N: int, g_max: int, groups: Optional[Sequence[int]]) -> List[int]:
+    """The groups of each Expand layer: the explicit list, one, g_max fixed, or the paper's
+    hierarchy g_l = max(floor(g_max / 2^(l-1)), 1)."""
+    if groups is not None:
+        return list(groups)
+    if kind == "one":
+        return [1] * N
+    if kind == "fixed":
+        return [g_max] * N
+    return [max(g_max // 2**l, 1) for l in range(N)]
+
+
+def _widths(n: int, k: int, skip: str, layer_groups: List[int], reduce_groups: int, reduce: bool) -> List[int]:
+    """The Expand layers' output widths: linearly spaced from n to k (k/2 each for the
+    residual variant), rounded to the groups that write and read them."""
+    N = len(layer_groups)
+    if skip == "residual":
+        return [_round_to(k / 2, math.lcm(*layer_groups, reduce_groups))] * N
+    widths = []
+    for l, w in enumerate(n + (k - n) * (i + 1) / N for i in range(N)):
+        nxt = layer_groups[l + 1] if l + 1 < N else (reduce_groups if reduce else 1)
+        widths.append(_round_to(w, math.lcm(layer_groups[l], nxt)))
+    return widths
+
+
+def check_settings(n: int, k: int, N: int, m: int, transform: str, max_groups: Optional[int],
+                   groups: Optional[Sequence[int]], reduce: bool) -> None:
+    """Refuse the settings no schedule can be built from (one line each, naming the fix)."""
     if transform == "none":
         raise DefineConfigError(
             "define_transform=none means no DeFINE unit, which only the language models "
@@ -106,17 +159,15 @@ def build_schedule(
         raise DefineConfigError(
             f"unknown define_transform {transform!r}; choose one of {', '.join(_TRANSFORMS)}"
         )
-    n, k, N, m = map_dim, expand_dim, depth, out_dim
-    check_positive("define_map_dim (n)", "--define-map-dim", n)
-    check_positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
-    schedule, skip, shuffle = _TRANSFORMS[transform]
-    if transform == "projective":
+    if transform == "projective":  # one Linear n -> m: k and N are not read
+        check_positive("define_map_dim (n)", "--define-map-dim", n)
+        check_positive("define_out_dim (m)", "--define-out-dim or the model's embedding dim", m)
         if not reduce:
             raise DefineConfigError(
                 "define_transform=projective is a single Linear n->m: it cannot be used with "
                 "--define-no-reduce; drop that flag or pick another transform"
             )
-        return DefineSchedule(transform, n, m, None, False, [], [], [], n, 1)
+        return
     check_unit_sizes(n, k, N, m)
     if k < n:
         raise DefineConfigError(
@@ -124,7 +175,6 @@ def build_schedule(
             f"widen the map; set --define-expand-dim to at least {n} (the paper uses k >> n) "
             "or use --define-transform projective"
         )
-
     if groups is not None:
         if len(groups) != N:
             raise DefineConfigError(
@@ -133,23 +183,15 @@ def build_schedule(
             )
         for g in groups:
             check_positive("each value of define_groups", "--define-groups", g)
-        layer_groups = list(groups)
-    elif schedule == "one":
-        layer_groups = [1] * N
-    else:
-        if max_groups is None:
-            g_max = default_max_groups(n, m)
-        else:
-            check_positive("define_max_groups (g_max)", "--define-max-groups", max_groups)
-            g_max = max_groups
-        if schedule == "fixed":
-            layer_groups = [g_max] * N
-        else:  # the paper's g_l = max(floor(g_max / 2^(l-1)), 1)
-            layer_groups = [max(g_max // 2**l, 1) for l in range(N)]
-    reduce_groups = layer_groups[0] if schedule == "fixed" and groups is None else 1
+    elif max_groups is not None and _TRANSFORMS[transform][0] != "one":  # linear reads no g_max
+        check_positive("define_max_groups (g_max)", "--define-max-groups", max_groups)
 
-    # Every layer that reads the input e must split n evenly into its groups.
-    readers = [0] + (list(range(1, N)) if skip in ("mix", "concat") else [])
+
+def check_groups_divide(n: int, m: int, transform: str, skip: str, layer_groups: List[int], reduce_groups: int,
+                        reduce: bool) -> None:
+    """Every layer that reads the input e splits n evenly into its groups, and Reduce's
+    groups split m (the paper assumes divisible widths, section 3.2)."""
+    readers = [0] + (list(range(1, len(layer_groups))) if skip in ("mix", "concat") else [])
     need = [(f"the {layer_groups[l]} groups of Expand layer {l + 1}", layer_groups[l]) for l in readers]
     if reduce:
         need.append((f"the {reduce_groups} groups of Reduce", reduce_groups))
@@ -161,35 +203,9 @@ def build_schedule(
                 f"{','.join(map(str, layer_groups))}); use a multiple of {g} for n (e.g. "
                 f"{' or '.join(map(str, ok))}) or lower --define-max-groups / --define-groups"
             )
-
     if reduce and m % reduce_groups:
         raise DefineConfigError(
             f"define_out_dim (m)={m} is not divisible by the {reduce_groups} groups of Reduce "
             f"(transform {transform} groups Reduce too); use a multiple of {reduce_groups} for m "
             f"or lower --define-max-groups"
         )
-
-    if skip == "residual":
-        q = math.lcm(*layer_groups, reduce_groups)
-        widths = [_round_to(k / 2, q)] * N
-    else:
-        widths = []
-        for l, w in enumerate(n + (k - n) * (i + 1) / N for i in range(N)):
-            nxt = layer_groups[l + 1] if l + 1 < N else (reduce_groups if reduce else 1)
-            widths.append(_round_to(w, math.lcm(layer_groups[l], nxt)))
-
-    layer_in = [n]
-    for l in range(1, N):
-        layer_in.append(widths[l - 1] + (n if skip in ("mix", "concat") else 0))
-    return DefineSchedule(
-        transform=transform,
-        map_dim=n,
-        out_dim=m if reduce else widths[-1],
-        skip=skip,
-        shuffle=shuffle,
-        layer_in=layer_in,
-        layer_out=widths,
-        layer_groups=layer_groups,
-        reduce_in=widths[-1] + n if reduce else None,
-        reduce_groups=reduce_groups,
-    )
