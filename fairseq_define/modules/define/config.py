@@ -2,9 +2,9 @@
 ``--define-*`` flags every DeFINE model shares.
 
 Every variant of the paper is a value of ``define_transform``; the layers each one builds are
-listed in define_schedule.py (``define_style=paper``) and define_schedule_authors.py
+listed in schedule.py (``define_style=paper``) and schedule_authors.py
 (``define_style=authors``, the authors' released unit; docs/define_unit.md). A model resolves
-these flags once into typed options (define_options.py) that the modules take.
+these flags once into typed options (options.py) that the modules take.
 
 The map layer is the model's: an n-dim table here, or the language models' own adaptive input
 (``--adaptive-cutoff``/``--div-val``, ``--adaptive-input``), which the unit reads.

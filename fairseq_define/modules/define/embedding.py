@@ -1,7 +1,7 @@
 """Token embedding = Map (the embedding's n-dim table, or a map the model builds: the
 language models' adaptive input) -> DeFINE unit (paper section 3.4, Figure 1): a drop-in
 replacement for a model's ``embed_tokens``. What differs between the unit's styles comes
-from their table (define_styles.py)."""
+from their table (styles.py)."""
 
 import logging
 import math

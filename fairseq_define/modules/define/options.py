@@ -7,10 +7,10 @@ Resolving means: the config's DeFINE fields are read into a DefineConfig (a sett
 config lacks takes DefineConfig's default, its one home; settings that older code declared,
 ``REMOVED_SETTINGS``, are not read), choices become plain ``str``, comma-separated lists int
 tuples, an unset grad scale its default, and the style the one the unit is built in (the
-style's own check refuses what it cannot build; define_styles.py). The settings that need no
+style's own check refuses what it cannot build; styles.py). The settings that need no
 model size are checked here (one line each, naming the flag and the fix); the widths and
 groups, which need the model's width, are checked by the style's schedule when the embedding
-is built (define_schedule.py, define_schedule_authors.py; the size bounds of both styles in
+is built (schedule.py, schedule_authors.py; the size bounds of both styles in
 ``check_unit_sizes``).
 """
 

@@ -3,10 +3,10 @@ each style checks, the schedule it computes, the unit class it builds and how it
 map (docs/define_unit.md compares them). :class:`DefineEmbedding` and the options take
 everything style-specific from here.
 
-- ``paper``: the paper's text (sections 3.1-3.3; define_schedule.py, define_unit.py), every
+- ``paper``: the paper's text (sections 3.1-3.3; schedule.py, unit.py), every
   transform of section 4.4's ablations; the map output scaled by the model's factor.
-- ``authors``: the authors' released DeFINE mode (define_schedule_authors.py,
-  define_unit_authors.py) for ``define``; ``projective`` and ``none`` build no DeFINE unit,
+- ``authors``: the authors' released DeFINE mode (schedule_authors.py,
+  unit_authors.py) for ``define``; ``projective`` and ``none`` build no DeFINE unit,
   so they are built in the paper style. Its map scales each adaptive band by sqrt(its width)
   and drops one mask per sequence.
 """

@@ -1,5 +1,5 @@
 """The DeFINE unit as the authors' released code builds it (``define_style=authors``; DeFINE
-mode of the DExTra unit in github sacmehta/delight). Shapes: define_schedule_authors.py;
+mode of the DExTra unit in github sacmehta/delight). Shapes: schedule_authors.py;
 the two styles side by side: docs/define_unit.md."""
 
 import math
