@@ -85,7 +85,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
-        "4dd0bb5cfa4c4a27c5478fa85f2289d9eb76983b90a7c123019dd0fda8ca99e0",
+        "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,

@@ -240,11 +240,12 @@ def test_config_strings_within_the_bounds_still_parse():
 
 # -- hub archives (fairseq.file_utils.load_archive_file, used by from_pretrained) ----------
 
-def make_archive(path, members):
-    """A .tar.gz with ``members``: (name, kind, content or link target)."""
+def make_archive(path, members, compression="gz"):
+    """A .tar.gz (or another ``compression`` of tarfile's) with ``members``: (name, kind,
+    content or link target)."""
     import tarfile
 
-    with tarfile.open(path, "w:gz") as tar:
+    with tarfile.open(path, "w:" + compression) as tar:
         for name, kind, value in members:
             info = tarfile.TarInfo(name)
             if kind == "file":
@@ -729,11 +730,22 @@ def test_hub_archives_that_stock_fairseq_loads(tmp_path, members):
     assert folder.name == "model" and (folder / "dict.txt").read_text() == "a 1\n"
 
 
+# every compression tarfile opens, each through the same header scan: (suffix, tarfile's
+# name for it, the compressor)
+HUB_COMPRESSIONS = [
+    ("tar.gz", "gz", "gzip"),
+    ("tar.bz2", "bz2", "bz2"),
+    ("tar.xz", "xz", "lzma"),
+    ("tar", "tar", None),
+]
+
+
+@pytest.mark.parametrize("suffix,compression,compressor", HUB_COMPRESSIONS, ids=[c[0] for c in HUB_COMPRESSIONS])
 @pytest.mark.parametrize("kind", ["gnu_long_name", "pax"])
-def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind):
+def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind, suffix, compression, compressor):
     """A small archive whose long name (or pax record) claims 200 MB: refused from its header,
-    before tarfile reads the record into memory."""
-    import gzip
+    before tarfile reads the record into memory, whatever the compression."""
+    import importlib
     import tarfile
     import tracemalloc
 
@@ -741,14 +753,29 @@ def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind):
 
     info = tarfile.TarInfo("././@LongLink")
     info.type, info.size = (tarfile.GNUTYPE_LONGNAME if kind == "gnu_long_name" else tarfile.XHDTYPE), 200 << 20
-    archive = tmp_path / "model.tar.gz"
-    archive.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + b"a" * (1 << 20)))
-    assert archive.stat().st_size < 200_000
+    data = info.tobuf(format=tarfile.GNU_FORMAT) + b"a" * (1 << 20)
+    archive = tmp_path / f"model.{suffix}"
+    archive.write_bytes(importlib.import_module(compressor).compress(data) if compressor else data)
+    assert archive.stat().st_size < (200_000 if compressor else 2 << 20)
     tracemalloc.start()
-    with pytest.raises(UserError, match="refusing to extract .*model.tar.gz: it holds a 209,715,200-byte"):
+    with pytest.raises(UserError, match=f"refusing to extract .*model.{suffix}: it holds a 209,715,200-byte"):
         file_utils.load_archive_file(str(archive))
     assert tracemalloc.get_traced_memory()[1] < 16 << 20
     tracemalloc.stop()
+
+
+@pytest.mark.parametrize("suffix,compression", [c[:2] for c in HUB_COMPRESSIONS[:3]], ids=[c[0] for c in HUB_COMPRESSIONS[:3]])
+def test_hub_archive_bombs_of_every_compression_are_refused_from_their_headers(tmp_path, suffix, compression):
+    from fairseq import UserError, file_utils
+
+    bomb = make_archive(tmp_path / f"bomb.{suffix}", [("model", "dir", ""), ("model/zeros", "file", bytes(60 << 20))],
+                        compression)
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(UserError, match=rf"refusing to extract .*bomb.{suffix}: its \d[\d,]* bytes unpack to more than"):
+        file_utils.load_archive_file(str(bomb))
+    folder = file_utils.load_archive_file(str(make_archive(
+        tmp_path / f"model.{suffix}", [("model", "dir", ""), ("model/dict.txt", "file", "a 1\n")], compression)))
+    assert (Path(folder) / "dict.txt").read_text() == "a 1\n"  # a genuine one of each loads
 
 
 @pytest.mark.cli  # starts fairseq-train and fairseq-generate

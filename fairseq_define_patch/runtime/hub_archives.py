@@ -8,11 +8,15 @@ gave None and a TypeError later. A small archive could also unpack to any size, 
 temporary folder stayed after the process. load_archive_file now calls the functions below.
 Its headers are read once before tarfile reads them (``_scan_headers``): tarfile holds a GNU
 long name or a pax record in memory whole, so a 199 KB archive could ask for gigabytes; the
-metadata counts in the size bound, and a record longer than any path is refused.
+metadata counts in the size bound, and a record longer than any path is refused. Every
+compression tarfile opens (none, gzip, bzip2, xz) is scanned: the scan has an opener for each
+of tarfile's own (``_ARCHIVE_OPENERS``), and an archive tarfile could open but the scan could
+not read is refused, never extracted unscanned.
 """
 
 import bz2
 import gzip
+import lzma
 import os
 import shutil
 import tarfile
@@ -28,6 +32,8 @@ _ARCHIVE_MAX_MEMBERS = 100_000
 # path a file system takes (PATH_MAX is 4096), far below what would strain memory
 _ARCHIVE_MAX_METADATA = 1 << 20  # bytes per metadata record
 _METADATA_TYPES = (b"L", b"K", b"x", b"g", b"X")  # GNU long name/link, pax, Solaris pax
+# a stream of the tar inside, for each compression of tarfile.TarFile.OPEN_METH ("tar": none)
+_ARCHIVE_OPENERS = {"tar": open, "gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 
 
 def _header_number(field):
@@ -47,10 +53,17 @@ def _scan_headers(path, ext, limit):
     """Read the archive's headers as a stream, before tarfile does: refuse a metadata record
     (long name, pax) over _ARCHIVE_MAX_METADATA bytes, and an archive whose members and
     metadata unpack to more than ``limit`` bytes; stops where tarfile would (a header whose
-    checksum fails, the end marker). Reads through the archive without holding it."""
-    opener = {"gz": gzip.open, "bz2": bz2.open}.get(ext)
-    if opener is None:
-        return
+    checksum fails, the end marker). Reads through the archive without holding it. ``ext``:
+    the compression tarfile is asked for (``"r:" + ext``)."""
+    compression = ext or "tar"
+    if compression not in tarfile.TarFile.OPEN_METH:
+        return  # tarfile refuses it ("unknown compression type") before reading a byte
+    opener = _ARCHIVE_OPENERS.get(compression)
+    if opener is None:  # a compression this Python's tarfile added: not extracted unscanned
+        raise UserError(
+            "cannot extract {}: its headers cannot be checked before extracting ({} archives); "
+            "give a .tar.gz, .tar.bz2 or .tar.xz archive, or the folder itself".format(path, compression)
+        )
     total = 0
     try:
         with opener(path, "rb") as f:
@@ -89,8 +102,8 @@ def _scan_headers(path, ext, limit):
                     blocks -= len(piece)
     except UserError:
         raise
-    except (OSError, EOFError, ValueError, zlib.error):
-        return  # not gzip/bz2, or damaged: tarfile says so in its own line
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return  # not of its compression, or damaged: tarfile says so in its own line
 
 
 def _safe_archive_members(archive, path):
@@ -143,7 +156,7 @@ def archive_not_found(archive_file):
     None, and from_pretrained failed later with a TypeError)."""
     return UserError(
         "{} does not exist: from_pretrained takes a folder that holds the checkpoint "
-        "(and the data), a .tar.gz or .tar.bz2 of one, or a URL".format(archive_file)
+        "(and the data), a .tar.gz, .tar.bz2 or .tar.xz of one, or a URL".format(archive_file)
     )
 
 
@@ -160,7 +173,7 @@ def extract_checked(resolved_archive_file, tempdir, ext):
     except tarfile.TarError as e:
         shutil.rmtree(tempdir, ignore_errors=True)
         raise UserError(
-            "cannot extract {}: {} ({}); give a .tar.gz or .tar.bz2 archive, or the "
+            "cannot extract {}: {} ({}); give a .tar.gz, .tar.bz2 or .tar.xz archive, or the "
             "folder itself".format(resolved_archive_file, e, type(e).__name__)
         ) from None
     except BaseException:  # refused, or interrupted: nothing half-extracted is left
