@@ -14,6 +14,7 @@ from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
 from fairseq_define.modules.define.group_linear import GroupLinear
+from fairseq_define.modules.stability.gradients import centre, scale
 from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
@@ -148,6 +149,40 @@ def test_centred_gradient_is_the_gradient_at_the_centred_input(groups, shuffle):
     (plain(x - x.mean((0, 1))) * upstream).sum().backward()  # the output is linear in x
     torch.testing.assert_close(layer.weight.grad, plain.weight.grad)
     torch.testing.assert_close(layer.bias.grad, plain.bias.grad)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("counted", [False, True], ids=["plain-rows", "counted-rows"])
+def test_both_forms_of_the_centring_give_the_gradient_at_the_centred_input(groups, counted):
+    """gradients.centre on the weight's gradient (the hooks' form) and on the output gradient
+    before the weight's matmul (the fused backward's form) both give sum_t c_t-weighted
+    (x_t - mean x) g_t^T, the mean over positions (rows standing for c_t positions each)."""
+    torch.manual_seed(0)
+    T, i, o = 9, 8, 12
+    x = torch.randn(T, i, dtype=torch.float64) + 1.5  # [T, in], a shared mean
+    g = torch.randn(T, o, dtype=torch.float64)  # [T, out]
+    counts = torch.randint(1, 5, (T,)).double() if counted else None  # [T]
+    positions = counts.sum().item() if counted else T
+    s = g.sum(0)  # [out]: the bias gradient
+
+    def weight_grad(a, b):  # [g, in/g, out/g]: sum_t a_t b_t^T per group
+        return torch.bmm(a.view(T, groups, -1).transpose(0, 1).transpose(1, 2), b.view(T, groups, -1).transpose(0, 1))
+
+    mean = (counts @ x if counted else x.sum(0)) / positions  # [in]
+    at_centred_input = weight_grad(x - mean, g)
+    hooks = centre(weight_grad(x, g), mean.view(groups, -1), s.view(groups, -1), 1)
+    fused = weight_grad(x, centre(g, counts, s, positions))
+    torch.testing.assert_close(hooks, at_centred_input, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(fused, at_centred_input, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(weight_grad(x, g), at_centred_input)  # the share is not nothing
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_scale_multiplies_every_gradient(in_place):
+    grads = [torch.ones(2, 3), torch.full((4,), 2.0)]
+    out = scale(grads, 0.5, in_place=in_place)
+    assert [t.tolist() for t in out] == [[[0.5] * 3] * 2, [1.0] * 4]
+    assert (out[0] is grads[0]) == in_place
 
 
 def test_centring_changes_no_output_and_only_the_unit_weights_gradients():

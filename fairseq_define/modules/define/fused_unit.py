@@ -11,10 +11,10 @@ What the modules' autograd graph spends kernels on, and what this path does inst
   before), but its gradient is never copied back: the input's share is added in place into
   the input's gradient, the previous output's share is read where it lies;
 - ``--define-unit-centring batch_mean`` centres the output gradient in the weight's gradient,
-  sum_t x_t (g_t - c_t mean g)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
-  gradient it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
-  every parameter gradient of the unit: the Python hooks of stability/unit_grad_scale.py,
-  inside the backward (docs/stability.md).
+  sum_t x_t (g_t - c_t s / P)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
+  gradient s it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
+  every parameter gradient of the unit: the maths of stability/gradients.py, which the hooks
+  of stability/unit_grad_scale.py call too, inside the backward (docs/stability.md).
 
 A unit takes this path when its layers are plain feed-forward steps (skip none, mix or
 concat; no shuffle, no dropout; the units' ``_program``) and gradients are on (under autocast,
@@ -27,6 +27,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 import torch.nn as nn
 
+from ..stability.gradients import centre, scale as scale_gradients
 from .activations import ACTIVATIONS
 
 aten = torch.ops.aten
@@ -287,7 +288,7 @@ def _accumulates(program, i: int) -> bool:
 
 
 def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool, counts: Optional[torch.Tensor],
-                 positions: int, scale: float, e_scale: float):
+                 positions: int, grad_scale: float, e_scale: float):
     """The gradients of e2 and of every parameter (``params``' order) from ``grad_out`` [T, m]."""
     T = grad_out.shape[0]
     fold = e_scale != 1.0 and folds_input_scale(program, params)
@@ -336,10 +337,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
             # in place where gz is this backward's own: a norm's or an activation's gradient, or gy
             own_gz = own_gy or bool(step.norm_dim) or step.activation != "linear"
-            if counts is None:
-                gc = gz.sub_(s, alpha=1.0 / positions) if own_gz else torch.sub(gz, s, alpha=1.0 / positions)
-            else:
-                gc = gz.addr_(counts, s, alpha=-1.0 / positions) if own_gz else torch.addr(gz, counts, s, alpha=-1.0 / positions)
+            gc = centre(gz, counts, s, positions, in_place=own_gz)
         alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
         if sources is not None:  # a split step: each group's rows of W from each source
             gw = torch.empty_like(w)  # [g, in/g, out/g]
@@ -357,8 +355,8 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         if b is not None:
             param_grads[4 * i + 1] = s
             scaled.append(s)
-    if scale != 1.0 and scaled:
-        torch._foreach_mul_(scaled, scale)
+    if grad_scale != 1.0 and scaled:
+        scale_gradients(scaled, grad_scale, in_place=True)
     return grads["e"], param_grads
 
 

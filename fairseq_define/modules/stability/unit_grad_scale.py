@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from ..define.group_linear import GroupLinear
+from .gradients import centre, scale
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class _GradScale:
         self.scale = scale
 
     def __call__(self, grad: torch.Tensor) -> torch.Tensor:
-        return grad * self.scale
+        return scale([grad], self.scale)[0]
 
 
 def log_stability(unit: nn.Module, centring: bool, scale: float) -> None:
@@ -70,13 +71,13 @@ class _CentredWeightGrad:
 
     The weight's gradient sum_i x_i g_i^T becomes sum_i (x_i - mean_x) g_i^T, i.e. it is
     reduced by mean_x (sum_i g_i)^T, the outer product of the layer's mean input and its
-    bias gradient. A forward hook records mean_x and puts a hook on the output that records
-    sum_i g_i during backward; the weight's own hook (which runs after it) subtracts the
-    product. The forward pass is untouched."""
+    bias gradient (gradients.centre). A forward hook records mean_x and puts a hook on the
+    output that records sum_i g_i during backward; the weight's own hook (which runs after
+    it) removes the share. The forward pass is untouched."""
 
     def __init__(self, counts: "UnitGradCentring"):
         self.counts = counts
-        self.pending = None  # the correction of the current backward, [g, in/g, out/g]
+        self.pending = []  # (mean_x [g, in/g], sum_i g_i [g, out/g]) of each forward this backward reaches
 
     def forward_hook(self, layer, inputs, y):
         if not (layer.training and torch.is_grad_enabled() and y.requires_grad):
@@ -95,16 +96,14 @@ class _CentredWeightGrad:
             # the weight's layout: output feature j of group i is at i*(out/g)+j, or at
             # j*g+i when the layer shuffles
             s = s.view(-1, g).t() if layer.shuffle else s.view(g, -1)  # [g, out/g]
-            c = mean[:, :, None] * s[:, None, :]  # [g, in/g, out/g]
-            self.pending = c if self.pending is None else self.pending + c
+            self.pending.append((mean, s))
 
         y.register_hook(output_grad)
 
     def __call__(self, grad: torch.Tensor) -> torch.Tensor:
-        if self.pending is None:
-            return grad
-        grad = grad - self.pending.to(grad.dtype)
-        self.pending = None
+        for mean, s in self.pending:
+            grad = centre(grad, mean, s, 1)  # [g, in/g, out/g]
+        self.pending = []
         return grad
 
 
