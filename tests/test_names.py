@@ -2,8 +2,9 @@
 or renamed file cannot linger in the text that sends a reader to it (issue 50, item 5).
 
 Read: docstrings and comments of the ``*.py`` files and comments of the ``*.sh`` files under
-the package, the patch, benchmarks/, studies/ and scripts/; every line of docs/*.md and
-README.md, and the targets of their relative links (with the heading an ``#anchor`` names).
+the package, the patch, benchmarks/, studies/, scripts/, run_scripts/, examples/ and tests/;
+every line of the repository's markdown files (README.md, docs/, the data folders' READMEs), and
+the targets of their relative links (with the heading an ``#anchor`` names).
 A name is a ``*.py`` or ``*.sh`` file name, bare (``unit.py``) or as a path
 (``fairseq_define/tools/export.py``), or a path under one of the repository's top-level folders
 (``run_scripts/corpora.tsv``). It resolves when:
@@ -27,8 +28,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CODE_DIRS = ("fairseq_define", "fairseq_define_patch", "benchmarks", "studies", "scripts")
-TOP_DIRS = CODE_DIRS + ("run_scripts", "examples", "docs", "tests", ".ci")
+CODE_DIRS = ("fairseq_define", "fairseq_define_patch", "benchmarks", "studies", "scripts",
+             "run_scripts", "examples", "tests")
+TOP_DIRS = CODE_DIRS + ("docs", ".ci")
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", "build", "work", "checkpoints"}
 
 # Files of other projects, named where the text compares with or credits them; none is in this
@@ -39,8 +41,8 @@ ALLOWED = {
     # sacmehta/delight (the authors' DeFINE code): their unit, embedding and model
     "dextra_unit.py", "dextra_emb.py", "delight_transformer.py", "nn_functions.py",
     "normalization_layers.py",
-    # AWD-LSTM (salesforce/awd-lstm-lm): its data script
-    "getdata.sh",
+    # AWD-LSTM (salesforce/awd-lstm-lm): its data script; tensor2tensor's compound-split BLEU
+    "getdata.sh", "get_ende_bleu.sh",
     # fairseq's repository outside the installed package: scripts/ and the v0.12.2 tests that
     # scripts/run_fairseq_tests.sh unpacks (docs/fairseq_patch.md lists what they cover)
     "scripts/average_checkpoints.py", "tests/test_dataclass_utils.py", "tests/speech",
@@ -131,11 +133,12 @@ def _docstrings_and_comments(path: Path):
 
 
 def code_files():
-    return sorted(p for d in CODE_DIRS for p in _walk(ROOT / d) if p.suffix in (".py", ".sh"))
+    return sorted(p for d in CODE_DIRS for p in _walk(ROOT / d)
+                  if p.suffix in (".py", ".sh") and p != Path(__file__).resolve())  # not this file's examples
 
 
 def doc_files():
-    return sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+    return sorted(p for p in _walk(ROOT) if p.suffix == ".md")
 
 
 def names_in(text: str):
