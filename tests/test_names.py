@@ -15,6 +15,10 @@ A name is a ``*.py`` or ``*.sh`` file name, bare (``unit.py``) or as a path
   ``runtime/X``); a link: its target relative to the linking file;
 - a bare name: some file of that name is in the repository or the installed fairseq;
 - or it is in the short allow-list below (other projects' files, placeholders).
+
+Dotted names of this repository's modules (``fairseq_define.tools.params``,
+``fairseq_define.errors.UserError``, ``python -m studies.lm_ptb``) are read too: each part is a
+package or module down to the first that is not, which the module must define or import.
 """
 
 import ast
@@ -58,6 +62,8 @@ NAME = re.compile(
     r"|(?:" + "|".join(re.escape(d) for d in TOP_DIRS) + r")/[\w./-]*[\w/])"  # run_scripts/x.tsv
     r"(?![\w(<>*{$-])")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+DOTTED = re.compile(r"(?<![\w./-])((?:fairseq_define_patch|fairseq_define|studies|benchmarks)(?:\.[A-Za-z_]\w*)+)")
+FILE_SUFFIXES = {"md", "py", "sh", "txt", "json", "tsv", "png"}
 
 
 def _walk(base: Path):
@@ -115,6 +121,38 @@ def resolves(name: str) -> bool:
     return name in repo_names() or name in fairseq_names() or installed(name)
 
 
+@lru_cache(maxsize=None)
+def _top_level_names(source: Path):
+    names = set()
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def module_resolves(dotted: str) -> bool:
+    """``a.b.c``: packages and modules of this repository down to the first part that is
+    neither, which must be a name the module defines or imports."""
+    parts = dotted.split(".")
+    if parts[-1] in FILE_SUFFIXES or PLACEHOLDER.search("/".join(parts)):
+        return True  # a file name (checked as one) or a placeholder
+    here = ROOT / parts[0]
+    for part in parts[1:]:
+        if here.is_dir() and (here / part).is_dir():
+            here = here / part
+        elif here.is_dir() and (here / f"{part}.py").is_file():
+            here = here / f"{part}.py"
+        else:
+            source = here / "__init__.py" if here.is_dir() else here
+            return source.is_file() and part in _top_level_names(source)
+    return True
+
+
 def _docstrings_and_comments(path: Path):
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".sh":
@@ -150,10 +188,15 @@ def _found(text: str):
     return [(m.start(), m.group(1).rstrip(".")) for m in NAME.finditer(text)]
 
 
+def _stale(text: str):
+    """(offset, name) of each name in text that does not resolve."""
+    return sorted([(at, name) for at, name in _found(text) if not resolves(name)]
+                  + [(m.start(), m.group(1)) for m in DOTTED.finditer(text) if not module_resolves(m.group(1))])
+
+
 def stale_in_code(path: Path):
     return [f"{path.relative_to(ROOT)}:{line + text.count(chr(10), 0, at)}: {name}"
-            for line, text in _docstrings_and_comments(path)
-            for at, name in _found(text) if not resolves(name)]
+            for line, text in _docstrings_and_comments(path) for at, name in _stale(text)]
 
 
 def github_anchor(heading: str) -> str:
@@ -162,6 +205,7 @@ def github_anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
 
 
+@lru_cache(maxsize=None)
 def anchors(path: Path):
     text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
     return {github_anchor(m) for m in re.findall(r"^#+ (.*)$", text, flags=re.M)}
@@ -171,7 +215,7 @@ def stale_in_doc(path: Path):
     out = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{i}"
-        out += [f"{where}: {name}" for name in names_in(line) if not resolves(name)]
+        out += [f"{where}: {name}" for _, name in _stale(line)]
         for target in LINK.findall(line):
             if re.match(r"[a-z]+:", target):
                 continue  # https:, mailto:
@@ -231,6 +275,19 @@ def test_stale_links_and_names_are_found(tmp_path):
                    "[web](https://example.org/x.md) see `define_options.py`\n", encoding="utf-8")
     assert [s.split(": ", 1)[1] for s in stale_in_doc(doc)] == [
         "link gone.md", "link other.md#b (no such heading)", "define_options.py"]
+
+
+@pytest.mark.parametrize("dotted, ok", [
+    ("fairseq_define.tools.params", True),             # a module
+    ("fairseq_define.errors.UserError", True),         # a name it imports
+    ("fairseq_define.modules.define.unit.split_and_mix", True),  # a function it defines
+    ("fairseq_define.tools.define_options", False),    # no such module
+    ("fairseq_define.errors.NoSuchError", False),
+    ("studies.lm_ptb", True),
+    ("docs/studies.md", True),                         # a file name, not a module
+])
+def test_module_resolves(dotted, ok):
+    assert module_resolves(dotted) is ok
 
 
 def test_anchor():
