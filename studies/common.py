@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -70,19 +71,31 @@ class Arm:
         return Arm(self.name, self.family, self.arch, self.args, self.width, self.n, seed, self.sized)
 
 
+SEED_SUFFIX = re.compile(r"^(?P<name>.+)_s(?P<seed>[0-9]+)$")  # an arm's id beyond seed 1: NAME_sN
+
+
 def select_arms(arms: Sequence[Arm], names: Optional[str]) -> List[Arm]:
-    """``--arms "a b"``: only these (by name or id), in the study's order; an arm's id with
-    ``_s2`` names its second seed, so that one can be run on its own (in another process)."""
+    """``--arms "a b"``: only these (by name or id), in the study's order, seed by seed; an
+    arm's id with ``_sN`` (N >= 2) names its seed N, so that one can be run on its own (in
+    another process)."""
     if not names:
         return list(arms)
     wanted = names.split()
-    seeds = [a.with_seed(2) for a in arms]
-    known = {a.id for a in arms} | {a.name for a in arms} | {a.id for a in seeds}
-    unknown = [w for w in wanted if w not in known]
+    by_name = {a.name: a for a in arms}
+    picked, unknown = {}, []
+    for w in wanted:
+        m = SEED_SUFFIX.match(w)
+        if w in by_name:
+            picked[w] = by_name[w]
+        elif m and m["name"] in by_name and int(m["seed"]) >= 2:
+            picked[w] = by_name[m["name"]].with_seed(int(m["seed"]))
+        else:
+            unknown.append(w)
     if unknown:
         raise UserError(f"unknown arm {', '.join(unknown)}; this study's arms: {' '.join(a.id for a in arms)} "
-                        "(ARM_s2: its second seed)")
-    return [a for a in [*arms, *seeds] if a.id in wanted or (a.seed == 1 and a.name in wanted)]
+                        "(ARM_sN, N >= 2: its seed N)")
+    order = {a.name: i for i, a in enumerate(arms)}
+    return sorted(picked.values(), key=lambda a: (a.seed, order[a.name]))
 
 
 # ---------------------------------------------------------------------------- lib.sh bridge
@@ -240,11 +253,18 @@ def best_per_family(arms: Sequence[Arm], results: Dict[str, dict], families: Seq
 
 
 def recorded_seeds(arms: Sequence[Arm], chosen: Sequence[Arm], records: Path) -> List[Arm]:
-    """Second seeds recorded in ``records`` beyond those ``chosen`` now: a seed run when another
-    arm led on validation stays in the report (it is a result, whichever arm leads today)."""
+    """Seeds beyond the first (ARM_sN.json, N >= 2) recorded in ``records`` beyond those
+    ``chosen`` now, seed by seed: a seed run when another arm led on validation stays in the
+    report (it is a result, whichever arm leads today)."""
     taken = {a.id for a in chosen}
-    return [s for s in (a.with_seed(2) for a in arms if a.seed == 1)
-            if s.id not in taken and (records / f"{s.id}.json").is_file()]
+    by_name = {a.name: a for a in arms if a.seed == 1}
+    found = []
+    for path in sorted(records.glob("*_s*.json")) if records.is_dir() else ():
+        m = SEED_SUFFIX.match(path.stem)
+        if m and m["name"] in by_name and int(m["seed"]) >= 2 and path.stem not in taken:
+            found.append(by_name[m["name"]].with_seed(int(m["seed"])))
+    order = {name: i for i, name in enumerate(by_name)}
+    return sorted(found, key=lambda a: (a.seed, order[a.name]))
 
 
 def each(items: Sequence, fn: Callable, jobs: int = 1, desc: str = "arms", name=str) -> List:

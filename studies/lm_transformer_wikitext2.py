@@ -5,8 +5,9 @@ baseline at the same n, and what does each save against a standard tied table?
 
   Command:   make study-tlm    (python -m studies.lm_transformer_wikitext2 [--arms "a b"] [--updates U]
              [--jobs 2]; --help). Resumable: a rerun skips finished arms, resumes a cut one.
-  Hardware:  2 CPU cores, no GPU. 7 arms of 1,000 updates (16 blocks of 64 tokens: half an
-             epoch) and seed 2 of the best (valid) DeFINE, projective and adaptive-input arms,
+  Hardware:  2 CPU cores, no GPU. 9 arms of 1,000 updates (16 blocks of 64 tokens: half an
+             epoch) and seed 2 of the best (valid) DeFINE, projective and adaptive-input arms
+             and of the equal-size pairs' arms (a recorded seed stays in the report),
              each capped at 40 minutes (a guard: every arm should reach the 1,000), plus
              fairseq-eval-lm on full valid and test. About one hour with --jobs 2 (two without): on one thread an arm
              runs 0.6 s an update with adaptive input and 1.6 s for the standard arm (a full
@@ -28,7 +29,10 @@ baseline at the same n, and what does each save against a standard tied table?
              k = 1024, N = 3), or the projective baseline (one linear n -> 256), the
              adaptive softmax tied at n (adaptive_loss); at n = 128 the probe of the output's
              width: DeFINE with fairseq's adaptive softmax of its own at d (same bands and
-             factor, untied: --define-output-layer untied).
+             factor, untied: --define-output-layer untied). The equal-size pairs (issue 52):
+             fairseq's adaptive input grown to that arm's size by its factor (1.9: bands
+             256/134/70, 7.38M against 7.42M), and DeFINE at n = 64 with its own adaptive softmax
+             at 112 (a d -> 112 projection; bands 112/28/7) at the adaptive arm's size (5.51M).
   Expected:  as measured here (docs/studies.md), test ppl: DeFINE 307.8 at 5.17M vs
              projective 316.6 at 4.36M at n = 128 (seed 2: 306.9 vs 320.2), 348.3 vs 373.9 at
              n = 64; fairseq's adaptive input 282.6 at 5.51M (seed 2: 280.6); the standard table
@@ -85,11 +89,36 @@ def arms(quick: bool) -> List[Arm]:
     n = ns[0]
     unit = ("--define-map-dim", str(n), "--define-expand-dim", str(k), "--define-depth", "3",
             "--define-transform", "define", "--define-style", "paper")
-    out.append(Arm(f"define_untied_n{n}", "DeFINE, softmax at d", "define_transformer_lm_small",
+    out.append(Arm(f"define_untied_n{n}", "DeFINE, own softmax", "define_transformer_lm_small",
                    size + adaptive + unit + ("--define-output-layer", "untied") + ADAPTIVE_LOSS, d, n, sized=len(size)))
     if quick:
         return [out[1], next(a for a in out if a.family == "DeFINE")]
+    # the equal-size pairs (issue 52). Up: fairseq's adaptive input grown to define_untied_n128's
+    # size by its factor (bands d / f^i, tied softmax alike), the one knob of the input-output
+    # layers alone; a wider d would grow the context model every arm shares. Down: DeFINE with
+    # a softmax of its own at the adaptive arm's size: the study's other n and its own adaptive
+    # softmax narrower than d (--decoder-output-dim: a d -> w projection), bands and factor as
+    # the recipe's; a larger softmax factor instead would leave the last band 1 dim wide
+    out.append(Arm(f"adaptive_d{d}_f{GROWN_FACTOR}", "adaptive input", "transformer_lm",
+                   size + dims + adaptive + ("--adaptive-input-factor", GROWN_FACTOR, "--adaptive-softmax-cutoff",
+                                             cutoff, "--adaptive-softmax-factor", GROWN_FACTOR,
+                                             "--tie-adaptive-weights", "--tie-adaptive-proj") + ADAPTIVE_LOSS,
+                   d, d, sized=len(size)))
+    n, w = ns[1], OWN_SOFTMAX_WIDTH
+    unit = ("--define-map-dim", str(n), "--define-expand-dim", str(k), "--define-depth", "3",
+            "--define-transform", "define", "--define-style", "paper")
+    out.append(Arm(f"define_untied_n{n}_o{w}", "DeFINE, own softmax", "define_transformer_lm_small",
+                   size + adaptive + unit + ("--define-output-layer", "untied", "--decoder-output-dim", str(w))
+                   + ADAPTIVE_LOSS, d, n, sized=len(size)))
     return out
+
+
+# the equal-size pairs (tests/test_studies.py builds both and holds each within 3%), at
+# WikiText-2's dictionary: 33,278 types and fairseq's 4 special symbols
+EQUAL_SIZE_PAIRS = (("adaptive_d256_f1.9", "define_untied_n128"), ("define_untied_n64_o112", "adaptive_d256"))
+VOCAB = 33_282
+GROWN_FACTOR = "1.9"  # adaptive input's bands 256/134/70: 7.38M against define_untied_n128's 7.42M
+OWN_SOFTMAX_WIDTH = 112  # DeFINE n = 64 with its own adaptive softmax at 112 (112/28/7): 5.51M, as adaptive_d256
 
 
 def recipe(updates: int, quick: bool) -> List[str]:

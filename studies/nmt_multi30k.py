@@ -6,10 +6,10 @@ usual setup shares one table between both sides and the output (--share-all-embe
 
   Command:   make study-nmt       (python -m studies.nmt_multi30k [--find-budget [--budgets "B1 B2"]] [--grid full]
                                    [--arms "A B"] [EXTRA_TEST_PREFIX ...]; --help)
-  Hardware:  2 CPU cores, no GPU. Default grid: 10 arms + 3 second seeds, 3,000 updates an arm of
-             2,048 tokens (the largest budget --find-budget tried: budget.md), two arms at a
-             time (--jobs 2), one thread each: about 30 minutes an arm at d = 128 on idle cores,
-             about 3.5 hours in all. Resumable: each finished arm is recorded in
+  Hardware:  2 CPU cores, no GPU. Default grid: 10 arms + 3 second seeds + 3 third seeds, 3,000
+             updates an arm of 2,048 tokens (the largest budget --find-budget tried: budget.md),
+             two arms at a time (--jobs 2), one thread each: about 30 minutes an arm at d = 128 on
+             idle cores, about 4 hours in all. Resumable: each finished arm is recorded in
              docs/studies/nmt_multi30k/runs/ARM.json (committed), and a recorded arm is not
              trained again, on this machine or another.
   Recipe:    one for every arm: prepare_wmt14_en_de.sh on Multi30k raw (train 29,000 pairs
@@ -26,7 +26,11 @@ usual setup shares one table between both sides and the output (--share-all-embe
              the paper's form at n = d/4; the shared Transformer at d = 96 and 128 and DeFINE tied
              at n = d/4 (shared), the earlier grid's arms; the authors' unit in the paper's form at
              n = d/4; a second seed for the best paper-form DeFINE arm (val BLEU), the untied
-             Transformer nearest it in parameters and the projective map in the paper's form at its n.
+             Transformer nearest it in parameters and the projective map in the paper's form at its n;
+             a third seed for the deciding pairs (issue 52: the authors' unit and the paper's, each
+             against the projective map, all untied at n = d/4), each pair then compared by
+             sacreBLEU's paired bootstrap (BLEU and chrF) on test_2016_flickr at each seed whose
+             hypotheses were kept (docs/studies/nmt_multi30k/hyps/, from the third seed on).
              --grid full (about a day here): both Transformer forms at d = 64, 96, 128 and, at
              n = d/4 and d/2, the paper's unit in every output form, the authors' unit and
              projective untied and tied at n.
@@ -36,7 +40,7 @@ usual setup shares one table between both sides and the output (--share-all-embe
              The paper's form at n = 32 has about 3.2M, the untied Transformer at d = 96 3.1M.
   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
              BLEU on newstest2017.
-  Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png,runs/}
+  Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png,runs/,hyps/}
              (budget.md with --find-budget); runs in work/studies/nmt_multi30k/<arm>/.
 """
 
@@ -47,7 +51,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import write_text
@@ -184,6 +188,21 @@ def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> L
     return [a.with_seed(2) for a in best]
 
 
+def deciding_pairs(width: int) -> List[Tuple[Arm, Arm]]:
+    """The comparisons two seeds left inside their spread (issue 52), each decided by a paired
+    bootstrap on test_2016_flickr: DeFINE in the paper's form at n = d/4, the authors' unit and
+    the paper's, each against the projective map there (the factorization without the unit)."""
+    n = width // 4
+    projective = define(width, n, "projective", "untied")
+    return [(define(width, n, kind, "untied"), projective) for kind in ("authors", "paper")]
+
+
+def third_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> List[Arm]:
+    """Seed 3 of the deciding pairs' arms whose first seed finished."""
+    ids = {a.id for pair in deciding_pairs(width) for a in pair}
+    return [a.with_seed(3) for a in arms if a.id in ids and a.id in results]
+
+
 # ---------------------------------------------------------------------------- data
 
 
@@ -251,6 +270,69 @@ def evaluate(run_dir: Path, checkpoint: Path, data_dir: Path, extras: Dict[str, 
         for k, v in score(data, checkpoint, subset, run_dir / f"{key}.{checkpoint.stem}", log).items():
             metrics[f"{key}_{k}"] = v
     return metrics
+
+
+HYPS = "hyps"  # beside runs/ (committed): each arm's detokenized test_2016_flickr hypotheses
+BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's --paired-bs default (its seed: SACREBLEU_SEED, else 12345)
+
+
+def hypotheses_file(out_dir: Path, arm_id: str) -> Path:
+    return out_dir / HYPS / f"{arm_id}.test_2016_flickr.hyp"
+
+
+def keep_hypotheses(run_dir: Path, checkpoint: Path, out_dir: Path, arm: Arm) -> None:
+    """Copy the arm's detokenized test hypotheses beside its record: the paired bootstrap
+    reads them on any machine, after the work folder (and its checkpoints) is gone."""
+    src = run_dir / f"test.{checkpoint.stem}.hyp"
+    if src.is_file():
+        dst = hypotheses_file(out_dir, arm.id)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        write_text(dst, src.read_text(encoding="utf-8"))
+
+
+def paired_bootstrap(system: Sequence[str], baseline: Sequence[str], refs: Sequence[str]) -> Dict[str, dict]:
+    """sacreBLEU's paired bootstrap resampling (``sacrebleu --paired-bs``: BOOTSTRAP_SAMPLES
+    resamples, two-sided p of the difference) of SYSTEM against BASELINE, BLEU and chrF:
+    {metric: {system, baseline, p}}."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    test = PairedTest([("baseline", list(baseline)), ("system", list(system))], {"BLEU": BLEU(), "chrF": CHRF()},
+                      [list(refs)], test_type="bs", n_samples=BOOTSTRAP_SAMPLES)
+    _, scores = test()  # keyed by the metrics' own names (chrF2 for chrF)
+    bleu, chrf = (next(k for k in scores if k.startswith(m)) for m in ("BLEU", "chrF"))
+    return {m: {"baseline": scores[k][0].score, "system": scores[k][1].score, "p": scores[k][1].p_value}
+            for m, k in (("BLEU", bleu), ("chrF", chrf))}
+
+
+def bootstrap_section(pairs: Sequence[Tuple[Arm, Arm]], seeds: Sequence[int], out_dir: Path, refs: Path) -> str:
+    """The report's paired-bootstrap table: each deciding pair at each seed, from the kept
+    hypotheses; a pair whose hypotheses were not kept is named, not scored."""
+    lines = ["", "## Paired bootstrap on test_2016_flickr", "",
+             f"sacreBLEU's paired bootstrap resampling ({BOOTSTRAP_SAMPLES} resamples, as `sacrebleu --paired-bs`) "
+             "of each DeFINE arm against the projective map at the same n and seed, on the detokenized "
+             f"hypotheses kept in {HYPS}/; p: the chance of a difference this large were the two systems alike "
+             "(two-sided).", "",
+             "| seed | system | baseline | BLEU system | BLEU baseline | p (BLEU) | chrF system | chrF baseline "
+             "| p (chrF) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    missing = []
+    references = refs.read_text(encoding="utf-8").splitlines() if refs.is_file() else None
+    for seed in seeds:
+        for system, baseline in pairs:
+            a, b = system.with_seed(seed), baseline.with_seed(seed)
+            files = [hypotheses_file(out_dir, x.id) for x in (a, b)]
+            if references is None or not all(f.is_file() for f in files):
+                missing.append(f"{a.id} vs {b.id}")
+                continue
+            hyps = [f.read_text(encoding="utf-8").splitlines() for f in files]
+            r = paired_bootstrap(hyps[0], hyps[1], references)
+            lines.append(f"| {seed} | {system.name} | {baseline.name} | {r['BLEU']['system']:.2f} | "
+                         f"{r['BLEU']['baseline']:.2f} | {r['BLEU']['p']:.4f} | {r['chrF']['system']:.2f} | "
+                         f"{r['chrF']['baseline']:.2f} | {r['chrF']['p']:.4f} |")
+    if missing:
+        lines += ["", "Not bootstrapped (hypotheses not kept: run before the study kept them, or not run yet): "
+                  + ", ".join(missing) + "."]
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------- budget finding
@@ -426,6 +508,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             train_arm(arm, run_dir, data_dir / "bin", recipe, budget)
         ckpt = run_dir / "checkpoint_last.pt"
         metrics = evaluate(run_dir, ckpt, data_dir, extras)
+        keep_hypotheses(run_dir, ckpt, out_dir, arm)
         extra = {"checkpoint": ckpt.name, "updates_source": source}
         if reused:
             extra["reused"] = reused
@@ -440,6 +523,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = run_arms(arms, workdir, run_one, budget, args.jobs, records, train)
     if not args.no_second_seed and not args.quick:
         seeds = second_seeds(arms, results, DECIDING_WIDTH)
+        seeds += third_seeds(arms, results, DECIDING_WIDTH)
         seeds += recorded_seeds(arms, seeds, records)
         results.update(run_arms(seeds, workdir, run_one, budget, args.jobs, records, train))
         arms = arms + seeds
@@ -447,6 +531,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for arm in arms:  # extra test sets given after an arm finished: scored now
         r = results[arm.id]
         run_dir = workdir / arm.id
+        if not hypotheses_file(out_dir, arm.id).is_file():  # finished before the study kept them
+            keep_hypotheses(run_dir, run_dir / r["checkpoint"], out_dir, arm)
         if any(f"test_{name}_bleu" not in r["metrics"] for name in extras):
             if not (run_dir / r["checkpoint"]).is_file():
                 logger.warning("%s: recorded without its checkpoint here; extra test sets not scored", arm.id)
@@ -469,7 +555,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       "the arm's args (among them `--share-all-embeddings` for the shared forms and "
                       "`--define-output-layer`) are its only other difference from the recipe. Params: the paper's "
                       "distribution (fairseq-define-results). Val chooses; test sets are only scored."])
-    written = write_report(report, arms, results, budget, out_dir, "valid_loss", workdir)
+    pairs = deciding_pairs(widths[0] if args.quick else DECIDING_WIDTH)
+    deciding = {a.name for pair in pairs for a in pair}
+    seeds_run = sorted({a.seed for a in arms if a.name in deciding})
+    section = bootstrap_section(pairs, seeds_run, out_dir, data_dir / "raw" / "test.de") if seeds_run else ""
+    written = write_report(report, arms, results, budget, out_dir, "valid_loss", workdir, extra_md=section)
     logger.info("written: %s", ", ".join(map(str, written)))
     return 0
 

@@ -218,6 +218,8 @@ def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_bette
     ("define_paper_d128_n32 transformer_d96", ["transformer_d96", "define_paper_d128_n32"]),
     ("define_paper_d128_n32_s2", ["define_paper_d128_n32_s2"]),
     ("transformer_d96_s2 transformer_d96", ["transformer_d96", "transformer_d96_s2"]),
+    ("transformer_d96_s3 define_paper_d128_n32_s2 transformer_d96_s2",
+     ["transformer_d96_s2", "define_paper_d128_n32_s2", "transformer_d96_s3"]),
 ])
 def test_arms_selects_main_arms_and_second_seeds_by_id(names, ids):
     from studies import nmt_multi30k as nmt
@@ -225,9 +227,10 @@ def test_arms_selects_main_arms_and_second_seeds_by_id(names, ids):
 
     picked = select_arms(nmt.arms_for(nmt.WIDTHS, False), names)
     assert [a.id for a in picked] == ids
-    assert all(a.seed == (2 if a.id.endswith("_s2") else 1) for a in picked)
-    with pytest.raises(UserError, match="unknown arm transformer_d96_s3"):
-        select_arms(nmt.arms_for(nmt.WIDTHS, False), "transformer_d96_s3")
+    assert all(a.id == (a.name if a.seed == 1 else f"{a.name}_s{a.seed}") for a in picked)
+    for wrong in ("transformer_d96_s1", "transformer_d97_s3", "transformer_d96_sx"):
+        with pytest.raises(UserError, match=f"unknown arm {wrong}"):
+            select_arms(nmt.arms_for(nmt.WIDTHS, False), wrong)
 
 
 def test_nmt_deciding_grid_is_in_the_full_grid_and_holds_the_budget_arms():
@@ -280,26 +283,96 @@ def test_a_recorded_second_seed_stays_when_another_arm_now_leads(tmp_path):
     chosen = [a.with_seed(2) for a in arms if a.id == "define_authors_untied_d128_n32"]
     (tmp_path / "define_paper_untied_d128_n32_s2.json").write_text("{}")
     (tmp_path / "define_authors_untied_d128_n32_s2.json").write_text("{}")
-    assert [a.id for a in recorded_seeds(arms, chosen, tmp_path)] == ["define_paper_untied_d128_n32_s2"]
+    (tmp_path / "projective_untied_d128_n32_s3.json").write_text("{}")
+    (tmp_path / "define_paper_untied_d128_n32_s3.json").write_text("{}")
+    (tmp_path / "transformer_d97_s2.json").write_text("{}")  # no such arm in the grid
+    assert [a.id for a in recorded_seeds(arms, chosen, tmp_path)] == [
+        "define_paper_untied_d128_n32_s2", "define_paper_untied_d128_n32_s3", "projective_untied_d128_n32_s3"]
 
 
-@pytest.mark.parametrize("table, updates, words", [
-    # the DeFINE-like arms swap places up to the last budget: the largest is used, and it says so
-    ({1000: [27.6, 22.0, 21.6, 20.4], 2000: [32.5, 29.7, 27.4, 28.1], 3000: [34.6, 31.2, 31.0, 31.3],
-      4000: [36.0, 32.5, 33.3, 32.8]}, 4000, ["changes up to the last budget tried", "a0 (1)"]),
-    ({1000: [27.6, 22.0, 21.6, 20.4], 2000: [32.5, 29.7, 27.4, 28.1], 3000: [34.6, 31.2, 30.0, 30.3],
-      4000: [36.0, 32.5, 31.3, 31.8]}, 2000, ["stops changing at **2000 updates**"]),
-])
-def test_nmt_budget_is_where_the_ranking_settles(tmp_path, table, updates, words):
+def test_nmt_third_seeds_are_the_deciding_pairs_arms_that_finished():
     from studies import nmt_multi30k as nmt
-    from studies.common import Arm
 
-    arms = [Arm(f"a{i}", "f", "transformer", (), 128, 128) for i in range(4)]
-    for arm in arms:  # as the budget runs leave them
-        (tmp_path / "budget" / arm.id).mkdir(parents=True)
-        scores = {b: v[int(arm.id[1])] for b, v in table.items()}
-        (tmp_path / "budget" / arm.id / "budget.json").write_text(json.dumps({"valid_bleu": scores}))
-    assert nmt.find_budget(arms, sorted(table), tmp_path, tmp_path / "data", [], 1.0, tmp_path / "out") == updates
-    text = (tmp_path / "out" / "budget.md").read_text()
-    for w in words:
-        assert w in text, text
+    arms = nmt.arms_for(nmt.WIDTHS, False)
+    pairs = nmt.deciding_pairs(128)
+    assert [(a.id, b.id) for a, b in pairs] == [("define_authors_untied_d128_n32", "projective_untied_d128_n32"),
+                                                ("define_paper_untied_d128_n32", "projective_untied_d128_n32")]
+    grid = {a.id for a in arms}
+    assert {a.id for pair in pairs for a in pair} <= grid
+    results = {a.id: {} for a in arms if a.id != "define_authors_untied_d128_n32"}
+    assert [a.id for a in nmt.third_seeds(arms, results, 128)] == ["define_paper_untied_d128_n32_s3",
+                                                                   "projective_untied_d128_n32_s3"]
+
+
+def _sentences(seed, count=120):
+    import random
+
+    rng = random.Random(seed)
+    words = "der die das ein eine mann frau hund katze haus auf dem im wasser spielt rennt".split()
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) for _ in range(count)]
+
+
+def test_nmt_paired_bootstrap_scores_as_sacrebleu_and_separates_a_clearly_better_system():
+    import sacrebleu
+
+    from studies import nmt_multi30k as nmt
+
+    refs = _sentences(0)
+    noise = _sentences(1)
+    better = [r if i % 4 else n for i, (r, n) in enumerate(zip(refs, noise))]  # 3 of 4 sentences right
+    worse = [r if i % 4 == 0 else n for i, (r, n) in enumerate(zip(refs, noise))]  # 1 of 4
+    r = nmt.paired_bootstrap(better, worse, refs)
+    assert r["BLEU"]["system"] == pytest.approx(sacrebleu.corpus_bleu(better, [refs]).score)
+    assert r["BLEU"]["baseline"] == pytest.approx(sacrebleu.corpus_bleu(worse, [refs]).score)
+    assert r["chrF"]["system"] == pytest.approx(sacrebleu.corpus_chrf(better, [refs]).score)
+    assert r["BLEU"]["p"] < 0.01 and r["chrF"]["p"] < 0.01
+    near = better[:-1] + [worse[-1]]  # one sentence apart: no evidence of a difference
+    assert nmt.paired_bootstrap(near, better, refs)["BLEU"]["p"] > 0.05
+
+
+def test_nmt_bootstrap_section_scores_kept_pairs_and_names_the_rest(tmp_path):
+    from studies import nmt_multi30k as nmt
+
+    refs = _sentences(0)
+    (tmp_path / "test.de").write_text("\n".join(refs) + "\n")
+    pairs = nmt.deciding_pairs(128)
+    for arm, sents in ((pairs[0][0].with_seed(3), refs), (pairs[0][1].with_seed(3), _sentences(1))):
+        path = nmt.hypotheses_file(tmp_path, arm.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(sents) + "\n")
+    text = nmt.bootstrap_section(pairs, [1, 3], tmp_path, tmp_path / "test.de")
+    rows = [l for l in text.splitlines() if l.startswith("| 3 |")]
+    assert len(rows) == 1
+    assert rows[0].startswith("| 3 | define_authors_untied_d128_n32 | projective_untied_d128_n32 | 100.00 |")
+    assert ("define_authors_untied_d128_n32 vs projective_untied_d128_n32, define_paper_untied_d128_n32 vs "
+            "projective_untied_d128_n32, define_paper_untied_d128_n32_s3 vs projective_untied_d128_n32_s3.") in text
+
+
+def test_nmt_keeps_each_arms_test_hypotheses_beside_its_record(tmp_path):
+    from studies import nmt_multi30k as nmt
+
+    arm = nmt.deciding_pairs(128)[0][0].with_seed(3)
+    run_dir = tmp_path / "work" / arm.id
+    run_dir.mkdir(parents=True)
+    (run_dir / "test.checkpoint_last.hyp").write_text("ein hund rennt .\n")
+    nmt.keep_hypotheses(run_dir, run_dir / "checkpoint_last.pt", tmp_path / "out", arm)
+    assert nmt.hypotheses_file(tmp_path / "out", arm.id).read_text() == "ein hund rennt .\n"
+    assert nmt.hypotheses_file(tmp_path / "out", arm.id).parent == tmp_path / "out" / nmt.HYPS
+
+
+def test_tlm_equal_size_arms_are_within_3_percent_of_the_arm_they_match():
+    """Study 4's equal-size pairs (issue 52), built as the study trains them (fairseq's
+    argument parser, the paper's parameter distribution) at WikiText-2's vocabulary: each
+    within 3% of the arm it matches, the context model the same, only the input-output
+    layers (and DeFINE's unit) apart."""
+    from fairseq_define.param_report import parameter_distribution
+    from fairseq_define.tools.params import build_arch
+    from studies import lm_transformer_wikitext2 as tlm
+
+    arms = {a.id: a for a in tlm.arms(False)}
+    assert len(tlm.EQUAL_SIZE_PAIRS) == 2
+    for pair in tlm.EQUAL_SIZE_PAIRS:
+        counts = [parameter_distribution(build_arch(arms[a].arch, tlm.VOCAB, extra=list(arms[a].args))[0])
+                  for a in pair]
+        assert counts[0]["total"] == pytest.approx(counts[1]["total"], rel=0.03), (pair, counts)
+        assert counts[0]["context"] == pytest.approx(counts[1]["context"], rel=0.001), (pair, counts)
