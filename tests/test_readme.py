@@ -40,3 +40,12 @@ def test_every_architecture_the_readme_names_is_registered():
 
 def test_expand():
     assert expand("a_{x,y}_b{1,2}") == ["a_x_b1", "a_x_b2", "a_y_b1", "a_y_b2"]
+
+
+def test_readme_is_a_front_page_that_reaches_every_doc():
+    """The README stays short (issue 50: a front page of about 150 lines, depth in docs/) and
+    links every page of docs/, so the depth moved there stays one click away."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 165
+    linked = set(re.findall(r"\]\((docs/[\w/.-]+\.md)(?:#[\w-]*)?\)", text))
+    assert sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md") if f"docs/{p.name}" not in linked) == []
