@@ -5,7 +5,7 @@ lib.sh's train_run with the study's recipe, checkpoint scored on valid and test 
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from .common import (
     Arm,
@@ -49,6 +49,8 @@ class LMStudy:
     header_lines: Sequence[str] = field(default_factory=list)
     # the families whose best arm (valid ppl) trains again with seed 2: the deciding points
     second_seed_families: Sequence[str] = ()
+    # (arms in the report, their results) -> markdown written below the table: a study's own section
+    report_extra: Optional[Callable[[Sequence[Arm], Dict[str, dict]], str]] = None
 
 
 def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
@@ -104,7 +106,8 @@ def main(study: LMStudy, argv: Optional[Sequence[str]] = None) -> int:
                         if args.quick else study.header_lines),
                       "The arm's args are its only difference from the recipe. Params: the paper's distribution "
                       "(fairseq-define-results). Valid chooses; test is only scored."])
-    written = write_report(report, arms, results, budget, out_dir, "valid_ppl", workdir)
+    extra = study.report_extra(arms, results) if study.report_extra and not args.quick else ""
+    written = write_report(report, arms, results, budget, out_dir, "valid_ppl", workdir, extra_md=extra)
     logger.info("written: %s", ", ".join(map(str, written)))
     return 0
 

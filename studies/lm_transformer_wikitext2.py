@@ -46,7 +46,7 @@ baseline at the same n, and what does each save against a standard tied table?
              valid_curves.png}; runs in work/studies/lm_transformer_wikitext2/<arm>/.
 """
 
-from typing import List
+from typing import Dict, List, Sequence
 
 from .common import Arm
 from .lm import LMStudy, run
@@ -121,6 +121,42 @@ GROWN_FACTOR = "1.9"  # adaptive input's bands 256/134/70: 7.38M against define_
 OWN_SOFTMAX_WIDTH = 112  # DeFINE n = 64 with its own adaptive softmax at 112 (112/28/7): 5.51M, as adaptive_d256
 
 
+def curve_means(name: str, arms: Sequence[Arm], results: Dict[str, dict]) -> Dict[int, float]:
+    """The validation curve of arm NAME, the mean over its recorded seeds at each update."""
+    curves = [dict(results[a.id]["valid_curve"]["points"]) for a in arms if a.name == name and a.id in results]
+    updates = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    return {u: sum(c[u] for c in curves) / len(curves) for u in updates}
+
+
+def equal_size_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
+    """The equal-size pairs over training (issue 52): each pair's validation perplexity (the
+    mean of its seeds) at every validation, the gap between them, and how much each curve
+    still fell over the last 100 and 300 updates: a ranking that holds while the gap stays
+    put is one a longer budget is unlikely to turn (the cosine schedule flattens every curve
+    at its end, so a flat end alone does not say the runs have converged)."""
+    lines = ["", "## The equal-size pairs over training", "",
+             "Validation perplexity (mean of the recorded seeds) at each validation; gap: the second arm's "
+             "against the first's.", ""]
+    for first, second in EQUAL_SIZE_PAIRS:
+        a, b = curve_means(first, arms, results), curve_means(second, arms, results)
+        shared = sorted(set(a) & set(b))
+        if not shared:
+            lines += [f"{first} against {second}: not both recorded yet.", ""]
+            continue
+        seeds = {x: sum(1 for arm in arms if arm.name == x and arm.id in results) for x in (first, second)}
+        lines += [f"| update | {first} (seeds: {seeds[first]}) | {second} (seeds: {seeds[second]}) | gap |",
+                  "|---:|---:|---:|---:|"]
+        lines += [f"| {u} | {a[u]:.1f} | {b[u]:.1f} | {100 * (b[u] / a[u] - 1):+.1f}% |" for u in shared]
+        last = shared[-1]
+        falls = []
+        for name, c in ((first, a), (second, b)):
+            for back in (100, 300):
+                if last - back in c:
+                    falls.append(f"{name} {100 * (1 - c[last] / c[last - back]):.1f}% over the last {back}")
+        lines += ["", "Fall of the curves: " + "; ".join(falls) + ".", ""]
+    return "\n".join(lines)
+
+
 def recipe(updates: int, quick: bool) -> List[str]:
     warmup = 2 if quick else 50
     # blocks of 64 in quick mode too: the model's positions must cover the evaluation's blocks
@@ -142,6 +178,7 @@ STUDY = LMStudy(
                "--batch-size", "8"),
     checkpoint="checkpoint_last.pt", updates=1000, minutes=40,
     second_seed_families=("DeFINE", "projective", "adaptive input"),
+    report_extra=equal_size_section,
     header_lines=["Context model (every arm): fairseq's transformer_lm decoder, 4 layers, d = 256, 4 heads, "
                   "inner 1024; the arms differ only in the input-output layers."],
 )

@@ -376,3 +376,21 @@ def test_tlm_equal_size_arms_are_within_3_percent_of_the_arm_they_match():
                   for a in pair]
         assert counts[0]["total"] == pytest.approx(counts[1]["total"], rel=0.03), (pair, counts)
         assert counts[0]["context"] == pytest.approx(counts[1]["context"], rel=0.001), (pair, counts)
+
+
+def test_tlm_equal_size_section_gives_each_pairs_gap_over_training_from_the_seeds_means():
+    from studies import lm_transformer_wikitext2 as tlm
+
+    arms = tlm.arms(False)
+    first, second = tlm.EQUAL_SIZE_PAIRS[0]
+    curves = {first: [[100, 400.0], [200, 300.0], [300, 200.0]],
+              f"{first}_s2": [[100, 600.0], [200, 500.0], [300, 400.0]],
+              second: [[100, 450.0], [200, 360.0], [300, 270.0]]}
+    results = {k: {"valid_curve": {"metric": "valid_ppl", "points": v}} for k, v in curves.items()}
+    text = tlm.equal_size_section(arms + [a.with_seed(2) for a in arms], results)
+    assert f"| update | {first} (seeds: 2) | {second} (seeds: 1) | gap |" in text
+    assert "| 100 | 500.0 | 450.0 | -10.0% |" in text and "| 300 | 300.0 | 270.0 | -10.0% |" in text
+    assert f"{first} 25.0% over the last 100" in text  # 400 -> 300
+    assert f"{second} 25.0% over the last 100" in text and f"{second} 40.0% over the last 300" not in text
+    first2, second2 = tlm.EQUAL_SIZE_PAIRS[1]
+    assert f"{first2} against {second2}: not both recorded yet." in text
