@@ -41,15 +41,19 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "22711551d30f7564df263ccb10a39fd0f2890fa957b8080073c13ea6ce148eff",
+        "4be164f9e17294069193818c9077adaf4de43fb4146cb5af89701ccd4bc11871",
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "5077e6b245d1effea35c46e2fe9cda65463486b7a17662c684072cd49d163a15",
+        "23dc3eb5d287335b75c3b2096e8d7ff714ce986b0fa00f140999394ce52a22e2",
+    ),
+    "fairseq/_define_runtime/checkpoint_weights.py": (
+        None,
+        "619c23b2f9c6730d00a36d6876c617e37041b84781c681ad742e3f9658d118c6",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
-        "b71d18fd9462b71ed27c6fa97d8d108c95f42ffa7a97a3484469789370346696",
+        "0edd1ebeb9f22b68ddc0b4c1bbef839163d77090283664e527fd489fe97be123",
     ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
@@ -57,7 +61,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "450217c59a2b04f5784a630b17d31997769cd5ed058deaf9af238f6a31974eff",
+        "8b75db51586f64ea69a60b14fcaf792217a1410489f45bf0e87c47676bd5e8df",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
@@ -87,9 +91,13 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
     ),
+    "fairseq/_define_runtime/size_bounds.py": (
+        None,
+        "f146945d47c6beaa341cf04fa44909302ef485654570c5b284e0f86c4d19c0f6",
+    ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "425153702679b2e9830c47a853940956d01c8179cdba2137c9b5d0ca6c169562",
+        "7d31312c9dc5b3fea3b17fd02259fc642432132dc0f647d2da81ae037cefefb8",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -233,7 +241,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "93bc36a1a6d3ac0308f2cb258d33c7d2ce6d2a1370c7fefb84a1ca7faf7bb0f0",
+        "b8de4960d37d6d79cd8e25bfcd1c20b39f97abdd78535196cfe853519eba7404",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -241,7 +249,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/models/fairseq_model.py": (
         "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
-        "0654b7f0c1ec9c10a278923c2478dc5f3339d02ad0d7057a3194ce134aef447e",
+        "51c53c965dcaba6c1ad88b5a16ef9701933921e919b87f65720dfce1f683bbf1",
     ),
     "fairseq/optim/adam.py": (
         "42496814f276444dfcb534d7ebdf2b0c6098543a70bdfcee898b28cfc4678c90",

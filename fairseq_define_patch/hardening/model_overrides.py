@@ -1,5 +1,7 @@
 """--model-overrides: parsed as plain data, checked by name against the checkpoint's config
-and model; a model option the stored config lacks is set, not dropped."""
+and model; a model option the stored config lacks is set, not dropped; keys that are no name,
+a nested group ({'model': {...}}) and a model setting's value of another kind are checked
+before anything is applied (a nested group is applied as its names)."""
 
 from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before
 
@@ -28,11 +30,18 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/checkpoint_utils.py",
-        "--model-overrides: a model option the stored config lacks is set, an unknown name refused",
+        "--model-overrides: a model option the stored config lacks is set, an unknown name refused; "
+        "keys, nested groups and value kinds checked before they are applied",
         (
             insert_after(
                 "from fairseq.models import FairseqDecoder, FairseqEncoder\n",
-                "from fairseq._define_runtime.model_overrides import _set_missing_model_options  # (fairseq_define)\n",
+                "from fairseq._define_runtime.model_overrides import (  # (fairseq_define)\n"
+                "    _set_missing_model_options, checked_model_overrides,\n)\n",
+            ),
+            # before check_is_checkpoint (hardening/checkpoint_loading.py) reads the names
+            insert_before(
+                "    check_is_checkpoint(state, path, arg_overrides)  # (fairseq_define)\n",
+                "    arg_overrides = checked_model_overrides(arg_overrides, state)  # (fairseq_define) keys, groups, kinds\n",
             ),
             Edit(
                 '            overwrite_args_by_name(state["cfg"], arg_overrides)\n\n',
