@@ -47,7 +47,6 @@ import platform
 import sys
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -63,7 +62,7 @@ from fairseq_define.modules import (
     build_authors_schedule,
     build_schedule,
 )
-from fairseq_define.modules.define.config import DEFINE_COMPILE_MODE_CHOICES
+from fairseq_define.modules.define.embedding import COMPILE_MODES, set_unit_run
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
@@ -138,7 +137,7 @@ def build_style_unit(style, n, k, m, depth):
 def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_mode=None):
     """At 8192 rows, and at about the rows the unique-token path hands the unit at the paper's
     NMT batch (4096 tokens a side: some 1,500-2,000 distinct). With ``compile_mode`` a copy of
-    each unit under torch.compile (as ``--define-compile``) joins the rounds; on CUDA another
+    each unit under torch.compile (as ``set_unit_run`` compiles it) joins the rounds; on CUDA another
     copy's step replayed as a CUDA graph: how much of the unit's time is launches."""
     print("\n1a. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size (target >= 0.75); ops: the non-view "
           "aten operators of the unit's fwd+bwd on this device (benchmarks/op_count.py); compiled: the fraction "
@@ -204,7 +203,7 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
         cfg = DefineConfig(define_style="authors", define_map_dim=n, define_expand_dim=k, define_depth=depth,
                            define_max_groups=None)
         torch.manual_seed(0)
-        ours = {path: DefineEmbedding(DefineOptions.from_config(replace(cfg, define_token_path=path)), vocab, 1, m)
+        ours = {path: set_unit_run(DefineEmbedding(DefineOptions.from_config(cfg), vocab, 1, m), token_path=path)
                 for path in ("unique", "plain")}
         ours["plain"].load_state_dict(ours["unique"].state_dict())
         theirs = TheirDefineEmbedding.from_ours(ours["unique"])
@@ -231,11 +230,12 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
               f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}")
 
 
+PLAIN = "define-plain"  # the variant whose units run once per position (set_unit_run's token path)
 # benchmark 2: DeFINE against projective, both tied at the map width (as benchmarked before
 # the output forms existed)
 NMT_VARIANTS = (("projective", ["--define-transform", "projective", "--define-output-layer", "tied_map"]),
                 ("define", ["--define-output-layer", "tied_map"]),
-                ("define-plain", ["--define-token-path", "plain", "--define-output-layer", "tied_map"]))
+                (PLAIN, ["--define-output-layer", "tied_map"]))
 # benchmark 5: the output forms against the map-tied one
 OUTPUT_VARIANTS = tuple((form, ["--define-output-layer", form]) for form in ("tied_map", "untied", "tied_unit"))
 
@@ -254,26 +254,28 @@ def build_nmt_variants(layers, variants=NMT_VARIANTS, vocab=32000):
                                                      "--dropout", "0", "--share-all-embeddings", *extra])
         d = dictionary_of_size(vocab)
         torch.manual_seed(0)
-        models[name] = build_model(args, VocabularyOnlyTask(d, d))
+        models[name] = plain_if_named(name, build_model(args, VocabularyOnlyTask(d, d)))
     return models
+
+
+
+def plain_if_named(name, model):
+    return set_unit_run(model, token_path="plain") if name == PLAIN else model
 
 
 def report(times, tokens, base="projective"):
     for name, t in times.items():
         print(f"  {name:<16} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}")
-    if "define-plain" in times:
-        print(f"  unique-token path gain: plain / unique = {times['define-plain'] / times['define']:.3f}")
+    if PLAIN in times:
+        print(f"  unique-token path gain: plain / unique = {times[PLAIN] / times['define']:.3f}")
 
 
 def compile_units(model, step, mode="default", bucket=0) -> float:
-    """``torch.compile`` the DeFINE units of ``model`` as ``--define-compile`` does (dynamic
-    row count), in torch.compile's ``mode`` (``--define-compile-mode``; reduce-overhead: CUDA
-    graphs of the compiled units on a GPU), their rows padded to a multiple of ``bucket``
-    (``--define-row-bucket``); returns the seconds of the first ``step``, which compiles."""
-    for module in model.modules():
-        if isinstance(module, DefineEmbedding) and module.unit is not None:
-            module.unit.compile(dynamic=True, mode=None if mode == "default" else mode)
-            module.row_bucket = bucket
+    """``torch.compile`` the DeFINE units of ``model`` (dynamic row count) in torch.compile's
+    ``mode`` (reduce-overhead: CUDA graphs of the compiled units on a GPU), their rows padded
+    to a multiple of ``bucket`` (``set_unit_run``); returns the seconds of the first ``step``,
+    which compiles."""
+    set_unit_run(model, compile_mode=mode, row_bucket=bucket)
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
@@ -408,13 +410,13 @@ def lm_variants(txl_layers, batch=None):
         ("AWD-LSTM (Table 1c sizes), PTB", ("ptb", "ptb.train.txt"), 10000, [(20, 70)], {
             "projective": ("define_awd_lstm_ptb_define", ["--define-transform", "projective"]),
             "define": ("define_awd_lstm_ptb_define", []),
-            "define-plain": ("define_awd_lstm_ptb_define", ["--define-token-path", "plain"]),
+            PLAIN: ("define_awd_lstm_ptb_define", []),
         }),
         (f"Transformer-XL n=128 (Table 2 sizes, {txl_layers} of 16 layers), WT-103 vocabulary, WikiText-2 text",
          ("wikitext-2", "wiki.train.tokens"), 267735, [(15, 150), (8, 64)], {
             "projective": ("define_txl_wt103_projective_n128", txl),
             "define": ("define_txl_wt103_define_n128", txl),
-            "define-plain": ("define_txl_wt103_define_n128", [*txl, "--define-token-path", "plain"]),
+            PLAIN: ("define_txl_wt103_define_n128", txl),
         }),
     ]
     return [(label, source, vocab, [batch] if batch else batches, v) for label, source, vocab, batches, v in rows]
@@ -422,7 +424,8 @@ def lm_variants(txl_layers, batch=None):
 
 def bench_lm_train(device, dtype, min_run_time, txl_layers, compile_unit, batch=None):
     for label, source, vocab, batches, variants in lm_variants(txl_layers, batch):
-        models = {name: build_lm(arch, vocab, extra).to(device=device, dtype=dtype) for name, (arch, extra) in variants.items()}
+        models = {name: plain_if_named(name, build_lm(arch, vocab, extra)).to(device=device, dtype=dtype)
+                  for name, (arch, extra) in variants.items()}
         for B, T in batches:
             print(f"\n2. training step (forward+backward through the adaptive softmax), {label}, {B}x{T} tokens")
             make_step = lm_step_maker(corpus(*source), vocab, B, T, device)
@@ -473,7 +476,7 @@ def bench_host(min_run_time, nmt_layers, txl_layers, compile_unit=None):
     report(timed_variants(models, nmt_step_maker("cpu", 8, 8, vocab=1000), 9, min_run_time / 4, compile_unit), 64)
     for label, source, vocab, _, arms in lm_variants(txl_layers):
         print(f"  {label}")
-        models = {name: build_lm(arch, vocab, extra + HOST_LM[arch]) for name, (arch, extra) in arms.items()}
+        models = {name: plain_if_named(name, build_lm(arch, vocab, extra + HOST_LM[arch])) for name, (arch, extra) in arms.items()}
         report(timed_variants(models, lm_step_maker(corpus(*source), vocab, 4, 8, "cpu"), 9, min_run_time / 4,
                               compile_unit), 32)
 
@@ -542,13 +545,12 @@ def main():
     parser.add_argument("--nmt-batch", default="64x64 32x64", help="benchmark 2's NMT batches, sentences x tokens per side "
                         "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
     parser.add_argument("--compile", nargs="?", const="default", metavar="MODE",
-                        choices=[str(c.value) for c in DEFINE_COMPILE_MODE_CHOICES],
+                        choices=COMPILE_MODES,
                         help="benchmarks 1, 2 and 6 also time the units (2, 6: of the define variant) under torch.compile "
-                        "(--define-compile: dynamic shapes; MODE: torch.compile's mode, --define-compile-mode, default "
-                        "'default'), and print the compile time")
+                        "(dynamic shapes; MODE: torch.compile's mode, default 'default'), and print the compile time")
     parser.add_argument("--row-bucket", type=int, default=0, metavar="N",
-                        help="with --compile: the compiled units' rows padded to a multiple of N (--define-row-bucket; "
-                        "static shapes for reduce-overhead's CUDA graphs)")
+                        help="with --compile: the compiled units' rows padded to a multiple of N (static shapes for "
+                        "reduce-overhead's CUDA graphs)")
     parser.add_argument("--quick", action="store_true", help="a check that the benchmarks run: tiny batches, one "
                         "layer, short timings (tests/test_benchmarks.py); its numbers mean nothing")
     parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "

@@ -75,11 +75,12 @@ SHAPES = [("NMT", 128, 1024, 512, 3), ("LSTM", 384, 1024, 384, 7), ("TXL", 384, 
 
 def build(style: str, transform: str, token_path: str, n: int, k: int, m: int, depth: int, vocab: int = 1000):
     from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineOptions
+    from fairseq_define.modules.define.embedding import set_unit_run
 
-    cfg = replace(DefineConfig(), define_style=style, define_transform=transform, define_token_path=token_path,
-                  define_map_dim=n, define_expand_dim=k, define_depth=depth)
+    cfg = replace(DefineConfig(), define_style=style, define_transform=transform, define_map_dim=n,
+                  define_expand_dim=k, define_depth=depth)
     torch.manual_seed(0)
-    return DefineEmbedding(DefineOptions.from_config(cfg), vocab, 1, m)
+    return set_unit_run(DefineEmbedding(DefineOptions.from_config(cfg), vocab, 1, m), token_path=token_path)
 
 
 def main():

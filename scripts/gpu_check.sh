@@ -7,7 +7,7 @@
 #   bench   benchmarks 1-3 of benchmarks/bench_define.py on cuda in bfloat16
 #   graphs  (only when asked for: --steps) benchmark 2 again with the units compiled in
 #           reduce-overhead mode, rows padded to multiples of 512: the unit as CUDA graphs
-#           (--define-compile-mode reduce-overhead --define-row-bucket 512), then benchmark 1
+#           (bench_define.py --compile reduce-overhead --row-bucket 512), then benchmark 1
 #           with each unit compiled the same way; compiling takes a minute or more a model
 #           and half a minute or more a unit
 #   table3  run_scripts/table3_transformer_wmt14.sh at full-scale settings (both rows,

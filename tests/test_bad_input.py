@@ -31,7 +31,6 @@ DEFINE_SETTINGS = [
     (["--define-out-dim", "48"], ["outputs 48 dims but the Transformer's embedding dim is 64", "--define-out-dim to 64"]),
     (["--define-no-reduce"], ["outputs 128 dims but the Transformer's embedding dim is 64", "drop --define-no-reduce"]),
     (["--encoder-embed-path", "/nonexistent/emb.txt"], ["cannot use", "drop them or use --arch transformer"]),
-    (["--define-row-bucket", "-64"], ["--define-row-bucket must be 0 (no padding) or a positive number of rows, got -64"]),
 ]
 
 

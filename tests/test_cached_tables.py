@@ -8,6 +8,7 @@ from fairseq.checkpoint_utils import safe_torch_load
 
 from fairseq_define.modules import DefineEmbedding, cache_define_tables
 from fairseq_define.modules.define.config import DefineConfigError
+from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import USER_DIR, define_options, model_map, run_cli, subprocess_run_interactive
 
@@ -23,10 +24,10 @@ GRAD_TOKENS = torch.tensor([[5, 9, 5, 7], [9, 9, 30, 5]])
 @pytest.mark.parametrize("map_kind", ["standard", "adaptive"])
 def test_unique_token_path_equals_plain_path_outputs_and_gradients(transform, map_kind):
     torch.manual_seed(0)
-    plain = DefineEmbedding(define_options(define_token_path="plain", define_transform=transform), 40, 1, 24,
-                            map_layer=model_map(map_kind))
-    unique = DefineEmbedding(define_options(define_token_path="unique", define_transform=transform), 40, 1, 24,
-                             map_layer=model_map(map_kind))
+    plain = set_unit_run(DefineEmbedding(define_options(define_transform=transform), 40, 1, 24,
+                                         map_layer=model_map(map_kind)), token_path="plain")
+    unique = set_unit_run(DefineEmbedding(define_options(define_transform=transform), 40, 1, 24,
+                                          map_layer=model_map(map_kind)), token_path="unique")
     unique.load_state_dict(plain.state_dict())
     torch.testing.assert_close(unique(TOKENS), plain(TOKENS), atol=1e-6, rtol=1e-5)
     out_p, out_u = plain(GRAD_TOKENS), unique(GRAD_TOKENS)

@@ -1,4 +1,4 @@
-"""``--define-compile``: the DeFINE unit under torch.compile is one graph with no break and no
+"""``set_unit_run(compile_mode=...)``: the DeFINE unit under torch.compile is one graph with no break and no
 recompile as the number of rows changes from batch to batch (on the plain token path, CUDA's,
 and on the CPU's unique-token path), and computes what the eager unit computes. Compiled with
 dynamo's ``aot_eager`` backend (the graphs AOTAutograd hands a compiler, without generating
@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fairseq_define.modules import DefineEmbedding
+from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import assert_one_compiled_graph, compile_with_aot_eager, define_options
 
@@ -32,11 +33,11 @@ def test_the_compiled_unit_is_one_graph_for_every_batch(style, token_path, strid
     # the batches' rows (16-55) cross the CPU's per-group threshold, which the compiled
     # unit must not read (a guard on the row count: a recompile where it is crossed)
     monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 30)
-    kw = dict(define_style=style, define_max_groups=4, define_out_dim=32, define_token_path=token_path)  # grouped layers
+    options = define_options(define_style=style, define_max_groups=4, define_out_dim=32)  # grouped layers
     torch.manual_seed(0)
     # float64: past the threshold the eager twin sums in another order than the compiled unit
-    compiled = DefineEmbedding(define_options(define_compile=True, **kw), 40, 1, 32).double()
-    eager = DefineEmbedding(define_options(**kw), 40, 1, 32).double()
+    compiled = set_unit_run(DefineEmbedding(options, 40, 1, 32).double(), token_path=token_path, compile_mode="default")
+    eager = set_unit_run(DefineEmbedding(options, 40, 1, 32).double(), token_path=token_path)
     eager.load_state_dict(compiled.state_dict())
     assert compiled.state_dict().keys() == eager.state_dict().keys()  # checkpoints keep their names
     assert_one_compiled_graph(compiled, eager, BATCHES)

@@ -23,6 +23,7 @@ from fairseq_define.modules import (
     cache_define_tables,
 )
 from fairseq_define.modules.define.config import DEFAULT_DEFINE_STYLE
+from fairseq_define.modules.define.embedding import set_unit_run
 from fairseq_define.tools import params
 
 from .helpers import USER_DIR, define_cfg, define_options, model_map, run_cli
@@ -345,8 +346,9 @@ def test_authors_map_dropout_is_one_mask_per_sequence():
 def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
     torch.manual_seed(0)
     kw = dict(define_style=style, define_max_groups=None)
-    plain = DefineEmbedding(define_options(define_token_path="plain", **kw), 40, 1, 32, map_layer=model_map(map_kind))
-    unique = DefineEmbedding(define_options(define_token_path="unique", **kw), 40, 1, 32, map_layer=model_map(map_kind))
+    plain = set_unit_run(DefineEmbedding(define_options(**kw), 40, 1, 32, map_layer=model_map(map_kind)), token_path="plain")
+    unique = set_unit_run(DefineEmbedding(define_options(**kw), 40, 1, 32, map_layer=model_map(map_kind)),
+                          token_path="unique")
     unique.load_state_dict(plain.state_dict())
     out_p, out_u = plain(TOKENS), unique(TOKENS)
     torch.testing.assert_close(out_u, out_p, atol=1e-6, rtol=1e-5)

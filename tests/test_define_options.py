@@ -21,13 +21,13 @@ def test_a_config_without_the_define_fields_takes_define_configs_defaults():
 @pytest.mark.parametrize("make", ["dataclass", "omegaconf"], ids=str)
 def test_choices_and_lists_become_plain_types(make):
     cfg = LSTMLMConfig(define_transform="define", define_groups="4,2,1", define_norm="group_layer",
-                       define_activation="gelu", define_token_path="plain", define_no_bias=True)
+                       define_activation="gelu", define_unit_centring="none", define_no_bias=True)
     if make == "omegaconf":  # what fairseq hands a model built from a hydra config
         cfg = OmegaConf.structured(cfg)
     options = DefineOptions.from_config(cfg)
-    assert (options.transform, options.norm, options.activation, options.token_path) == (
-        "define", "group_layer", "gelu", "plain")
-    for value in (options.transform, options.norm, options.activation, options.token_path, options.style):
+    assert (options.transform, options.norm, options.activation, options.unit_centring) == (
+        "define", "group_layer", "gelu", "none")
+    for value in (options.transform, options.norm, options.activation, options.unit_centring, options.style):
         assert type(value) is str
     assert options.groups == (4, 2, 1) and options.bias is False and options.reduce is True
     assert options.map_dim == 256 and options.out_dim is None  # LSTMLMConfig's own n default
@@ -41,9 +41,13 @@ def test_the_authors_style_changes_only_the_define_transform(transform, style):
 @pytest.mark.parametrize("make", ["namespace", "omegaconf"], ids=str)
 def test_settings_of_older_code_in_a_stored_config_are_ignored(make):
     """--define-map / --define-adaptive-cutoff / --define-adaptive-factor are gone (the language
-    models' adaptive input is their adaptive map); a config saved with them resolves as without."""
+    models' adaptive input is their adaptive map), and so are the settings of how the unit runs
+    (--define-token-path, --define-compile, --define-compile-mode, --define-row-bucket: the
+    benchmarks' set_unit_run); a config saved with them resolves as without."""
     assert not set(REMOVED_SETTINGS) & {f.name for f in dataclasses.fields(DefineConfig)}
-    old = dict(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=2.0)
+    old = dict(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=2.0,
+               define_token_path="plain", define_compile=True, define_compile_mode="reduce-overhead",
+               define_row_bucket=64)
     assert set(old) == set(REMOVED_SETTINGS)
     cfg = define_cfg(**old)
     if make == "omegaconf":
@@ -67,9 +71,8 @@ OTHER_SETTINGS = {
     "define_no_bias": {"define_no_bias": True}, "define_dropout": {"define_dropout": 0.1},
     "define_map_dropout": {"define_map_dropout": 0.1}, "define_no_reduce": {"define_no_reduce": True},
     "define_unit_grad_scale": {"define_unit_grad_scale": 1.0},
-    "define_token_path": {"define_token_path": "plain"}, "define_cached_table": {"define_cached_table": True},
-    "define_unit_centring": {"define_unit_centring": "none"}, "define_compile": {"define_compile": True},
-    "define_compile_mode": {"define_compile_mode": "reduce-overhead"}, "define_row_bucket": {"define_row_bucket": 8},
+    "define_cached_table": {"define_cached_table": True},
+    "define_unit_centring": {"define_unit_centring": "none"},
 }
 
 
@@ -160,9 +163,10 @@ def test_a_model_resolves_its_define_settings_once(arch, monkeypatch):
 
 @pytest.mark.parametrize("arch", ["define_txl_tiny", "define_lstm_tiny", "define_transformer_lm_tiny"])
 def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
-    """A checkpoint's config saved before --define-map and --define-adaptive-* went holds them
-    (every model refused other values than these); fairseq builds the model from it as it does
-    when loading the checkpoint, and the same weights give the same outputs."""
+    """A checkpoint's config saved before --define-map, --define-adaptive-* and the run settings
+    (--define-token-path, --define-compile, --define-compile-mode, --define-row-bucket) went
+    holds them; fairseq builds the model from it as it does when loading the checkpoint, and
+    the same weights give the same outputs."""
     import torch
     from fairseq import models, options
 
@@ -176,7 +180,9 @@ def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
 
     plain, stored = convert_namespace_to_omegaconf(args).model, convert_namespace_to_omegaconf(args).model
     with open_dict(stored):  # what the older code's checkpoint holds
-        stored.update(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=4.0)
+        stored.update(define_map="standard", define_adaptive_cutoff=None, define_adaptive_factor=4.0,
+                      define_token_path="plain", define_compile=True, define_compile_mode="reduce-overhead",
+                      define_row_bucket=64)
     d = dictionary_of_size(60)
     task = VocabularyOnlyTask(d, d)
     torch.manual_seed(0)
@@ -187,6 +193,32 @@ def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
     torch.testing.assert_close(old(tokens)[0], new(tokens)[0], rtol=0, atol=0)
 
 
+def test_a_checkpoint_saved_with_the_run_settings_resumes_and_takes_overrides_of_them():
+    """The patch's checkpoint checks (resume, --finetune-from-model, --model-overrides) let a
+    checkpoint whose stored config holds the removed run settings through: this run's config
+    lacks them, and they are neutral; a setting that changes the function is still refused."""
+    from fairseq import options
+    from fairseq._define_runtime.checkpoint_fit import CheckpointFormError, check_checkpoint_form, check_overrides_fit
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import open_dict
+
+    args = options.parse_args_and_arch(options.get_training_parser(default_task="language_modeling"),
+                                       input_args=["-", "--task", "language_modeling", "--arch", "define_lstm_tiny"])
+    here, stored = convert_namespace_to_omegaconf(args).model, convert_namespace_to_omegaconf(args).model
+    run_settings = dict(define_token_path="plain", define_compile=True, define_compile_mode="reduce-overhead",
+                        define_row_bucket=64)
+    assert not set(run_settings) & set(here)
+    with open_dict(stored):
+        stored.update(run_settings)
+    state = {"cfg": {"model": stored}}
+    check_checkpoint_form("old.pt", state, here)
+    check_overrides_fit(state, {"define_compile": False, "define_row_bucket": 0, "define_token_path": "auto"}, "old.pt")
+    with open_dict(stored):
+        stored.define_depth = here.define_depth + 1
+    with pytest.raises(CheckpointFormError, match="--define-depth"):
+        check_checkpoint_form("old.pt", state, here)
+
+
 @pytest.mark.parametrize("flag", sorted(OTHER_SETTINGS))
 def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with_it(flag, monkeypatch):
     """The patch's checkpoint checks refuse a resume, a fine-tune or a --model-overrides that
@@ -194,7 +226,7 @@ def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with
     one must leave the weights' function as it is (the same parameters and, outside training,
     the same outputs: dropout and gradient treatments are neutral), and every other one must
     change the parameters or the outputs, or the checks would refuse what is safe (resuming
-    with --define-compile, say)."""
+    with another --define-unit-grad-scale, say)."""
     import torch
 
     from fairseq._define_runtime.checkpoint_fit import is_neutral_setting

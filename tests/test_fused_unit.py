@@ -8,6 +8,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import fused_unit
+from fairseq_define.modules.define.embedding import set_unit_run
 from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients, scale_unit_gradients
 
 from .helpers import define_options
@@ -58,11 +59,11 @@ def test_fused_path_equals_the_modules(case, stability, token_path, layout, monk
     many rows, one matmul a group into its columns (fused_unit.PER_GROUP_ROWS)."""
     monkeypatch.setattr(fused_unit, "writes_strided", lambda device: layout == "cuda")
     monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
-    options = define_options(define_out_dim=32, define_token_path=token_path, **case, **stability)
+    options = define_options(define_out_dim=32, **case, **stability)
     torch.manual_seed(0)
-    fused = DefineEmbedding(options, 40, 1, 32).double()
+    fused = set_unit_run(DefineEmbedding(options, 40, 1, 32).double(), token_path=token_path)
     assert fused.unit.program is not None
-    reference = module_path(DefineEmbedding(options, 40, 1, 32).double(), options)
+    reference = module_path(set_unit_run(DefineEmbedding(options, 40, 1, 32).double(), token_path=token_path), options)
     reference.load_state_dict(fused.state_dict())
     with torch.no_grad():
         for name, p in fused.named_parameters():  # non-trivial norms and biases
@@ -87,7 +88,7 @@ def test_the_backward_leaves_the_incoming_gradient_as_it_was(case, layout, monke
     activation: its gradient arrives there)."""
     monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_options(define_out_dim=32, define_token_path="plain", **case), 40, 1, 32).double()
+    emb = set_unit_run(DefineEmbedding(define_options(define_out_dim=32, **case), 40, 1, 32).double(), token_path="plain")
     out = emb(torch.randint(2, 40, (4, 9)))
     grad = torch.randn_like(out)
     kept = grad.clone()

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, cache_define_tables
+from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import (
     TINY, TINY_TIED, USER_DIR, binarize_ptb_slice, define_options, made_once, result, run_cli,
@@ -173,8 +174,8 @@ def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
     """torch.unique on the device (its order and inverse) and the gather's backward: outputs and
     gradients equal to running every token through the unit, and to the CPU's."""
     torch.manual_seed(0)
-    emb = {path: DefineEmbedding(define_options(define_token_path=path, define_transform=transform, define_style=style),
-                                 300, 1, 48) for path in ("plain", "unique")}
+    emb = {path: set_unit_run(DefineEmbedding(define_options(define_transform=transform, define_style=style), 300, 1, 48),
+                              token_path=path) for path in ("plain", "unique")}
     emb["unique"].load_state_dict(emb["plain"].state_dict())
     tokens = torch.randint(2, 300, (16, 40))  # 640 tokens, many repeated, no padding row
     weight = torch.randn(16, 40, 48)
@@ -222,7 +223,7 @@ def device_step(style="paper"):
 
 @pytest.mark.parametrize("style", ["paper", "authors"])
 def test_a_training_step_of_the_embedding_never_waits_for_the_device(style):
-    """``--define-token-path auto`` on CUDA: no operator of the step makes the host wait
+    """The default token path (``auto``) on CUDA: no operator of the step makes the host wait
     (CUDA's sync debug mode raises on any)."""
     if not ON_GPU:
         pytest.skip("the sync debug mode is CUDA's (tests/test_op_count.py checks the operators on the CPU)")
@@ -256,18 +257,18 @@ def test_the_embeddings_training_step_replays_as_a_cuda_graph():
 
 
 def test_a_compiled_unit_replays_cuda_graphs_for_every_batch_of_a_bucket():
-    """``--define-compile --define-compile-mode reduce-overhead --define-row-bucket``: the unit
+    """``set_unit_run(compile_mode="reduce-overhead", row_bucket=...)``: the unit
     runs as CUDA graphs (no skip), twice a step as a shared NMT embedding runs (source and
     target in one bucket), and each step's gradients are the eager unit's."""
     if not ON_GPU:
         pytest.skip("CUDA graphs are CUDA's (tests/test_row_bucket.py checks the padded, compiled unit on the CPU)")
     from torch._dynamo.utils import counters
 
-    kw = dict(define_style="paper", define_max_groups=None, define_row_bucket=256)
+    options = define_options(define_style="paper", define_max_groups=None)
     torch.manual_seed(0)
-    compiled = DefineEmbedding(define_options(define_compile=True, define_compile_mode="reduce-overhead", **kw),
-                               300, 1, 48).to(DEVICE).train()
-    eager = DefineEmbedding(define_options(**kw), 300, 1, 48).to(DEVICE).train()
+    compiled = set_unit_run(DefineEmbedding(options, 300, 1, 48), compile_mode="reduce-overhead",
+                            row_bucket=256).to(DEVICE).train()
+    eager = set_unit_run(DefineEmbedding(options, 300, 1, 48), row_bucket=256).to(DEVICE).train()
     eager.load_state_dict(compiled.state_dict())
     counters.clear()
     for i, shapes in enumerate([((12, 20), (11, 22)), ((16, 15), (10, 25)), ((12, 20), (12, 20)), ((8, 30), (9, 26))]):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fairseq_define.modules import DefineEmbedding
+from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import ROOT, define_options
 
@@ -85,9 +86,10 @@ def test_the_counter_sees_what_the_modules_dispatch():
 @pytest.mark.parametrize("bucket", [0, 16])
 def test_the_cuda_token_path_has_no_host_sync(style, bucket):
     """``auto`` (the default) takes the plain path on CUDA; forced here on the CPU, a training
-    step dispatches no data-dependent operator, its rows padded (--define-row-bucket) or not.
-    The unique path has one (the counter sees it)."""
-    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_row_bucket=bucket), 40, 1, 32)
+    step dispatches no data-dependent operator, its rows padded (set_unit_run's row_bucket) or
+    not. The unique path has one (the counter sees it)."""
+    emb = set_unit_run(DefineEmbedding(define_options(define_style=style, define_max_groups=None), 40, 1, 32),
+                       row_bucket=bucket)
     assert emb.token_path == "auto"
     assert not emb.unique_tokens(torch.device("cuda")) and emb.unique_tokens(torch.device("cpu"))
     tokens = torch.randint(2, 40, (3, 7))
@@ -103,8 +105,8 @@ def test_the_cuda_token_path_equals_the_unique_path(style):
     results = {}
     for path in ("unique", "plain"):
         torch.manual_seed(0)
-        emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_token_path=path),
-                              40, 1, 32).double()
+        emb = set_unit_run(DefineEmbedding(define_options(define_style=style, define_max_groups=None), 40, 1, 32),
+                           token_path=path).double()
         tokens = torch.randint(2, 40, (3, 7))
         out = emb(tokens)
         (out * torch.linspace(-1, 1, 32, dtype=torch.float64)).sum().backward()

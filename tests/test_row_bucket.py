@@ -1,11 +1,9 @@
-"""``--define-row-bucket``: the unit runs on its rows padded with zero rows to a multiple of
+"""``set_unit_run(row_bucket=...)``: the unit runs on its rows padded with zero rows to a multiple of
 the bucket (static shapes for a compiled unit's CUDA graphs), and computes what it computes
 unpadded: the same outputs and the same gradient of every parameter, on both token paths,
 with and without the gradient centring, on the fused path (both matmul layouts) and on the
 modules with their hooks (float64). Compiled, the unit sees only the buckets' row counts, in
 one graph, and computes what the eager unit does."""
-
-import re
 
 import pytest
 import torch
@@ -13,8 +11,9 @@ import torch
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import embedding as embedding_module
 from fairseq_define.modules.define import fused_unit
+from fairseq_define.modules.define.embedding import set_unit_run
 
-from .helpers import TINY, USER_DIR, assert_one_compiled_graph, compile_with_aot_eager, define_options, run_cli
+from .helpers import assert_one_compiled_graph, compile_with_aot_eager, define_options
 
 CASES = [
     dict(),  # the paper's unit: the fused path
@@ -27,10 +26,9 @@ BATCHES = [(4, 9), (2, 4), (1, 7), (3, 8)]
 
 
 def build(bucket, case, token_path, centring, dtype=torch.float64):
-    options = define_options(define_out_dim=32, define_token_path=token_path, define_row_bucket=bucket,
-                             define_unit_centring=centring, **case)
+    options = define_options(define_out_dim=32, define_unit_centring=centring, **case)
     torch.manual_seed(0)
-    emb = DefineEmbedding(options, 40, 1, 32).to(dtype)
+    emb = set_unit_run(DefineEmbedding(options, 40, 1, 32).to(dtype), token_path=token_path, row_bucket=bucket)
     with torch.no_grad():
         for name, p in emb.named_parameters():  # non-trivial norms and biases
             if "norm" in name or "bias" in name:
@@ -69,38 +67,6 @@ def test_padded_rows_change_no_output_and_no_gradient(case, token_path, centring
     assert seen and all(rows % 8 == 0 for rows in seen)
 
 
-@pytest.mark.cli
-def test_fairseq_train_with_a_row_bucket_logs_the_losses_it_logs_without(wmt_bin, tmp_path):
-    """Through fairseq-train on a WMT news slice (both token paths): the same loss at every
-    update, and a checkpoint that resumes without the bucket (the setting is neutral)."""
-    def train(name, *flags, updates=3):
-        proc = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                       *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
-                       "--max-update", str(updates), "--seed", "3", "--log-format", "simple", "--log-interval", "1",
-                       "--save-dir", tmp_path / name, "--cpu", "--no-epoch-checkpoints", *flags)
-        assert ("rows padded to a multiple of 64 (--define-row-bucket)" in proc.stdout) == ("--define-row-bucket" in flags)
-        return [float(x) for x in re.findall(r"train_inner \| .*? loss=([0-9.]+)", proc.stdout)]
-
-    for path in ("unique", "plain"):
-        plain = train(f"plain-{path}", "--define-token-path", path)
-        padded = train(f"padded-{path}", "--define-token-path", path, "--define-row-bucket", "64")
-        assert len(plain) == 3 and padded == plain, (path, padded, plain)
-    resumed = train("padded-plain", "--define-token-path", "plain", updates=4)  # the bucket dropped
-    assert len(resumed) == 1
-
-
-def test_a_compile_mode_without_compiling_is_named(caplog):
-    """A mode without --define-compile is kept (a checkpoint trained compiled may load with
-    compiling turned off) and said to do nothing."""
-    with caplog.at_level("WARNING", logger="fairseq_define.modules.define.embedding"):
-        DefineEmbedding(define_options(define_compile_mode="reduce-overhead"), 40, 1, 32)
-    assert "--define-compile-mode reduce-overhead has no effect without --define-compile" in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="fairseq_define.modules.define.embedding"):
-        DefineEmbedding(define_options(), 40, 1, 32)
-    assert "--define-compile-mode" not in caplog.text
-
-
 def test_a_batch_of_whole_buckets_is_not_padded_further():
     emb = build(8, {}, "plain", "batch_mean")
     e = torch.randn(16, 16, dtype=torch.float64)
@@ -114,18 +80,29 @@ def test_a_batch_of_whole_buckets_is_not_padded_further():
     assert emb(torch.randint(2, 40, (2, 8))).shape == (2, 8, 32)
 
 
-@pytest.mark.parametrize("bucket,message", [
-    (-4, "--define-row-bucket must be 0 (no padding) or a positive number of rows, got -4"),
-    (True, "--define-row-bucket must be 0 (no padding) or a positive number of rows, got True"),
-    (2 ** 21, "define_row_bucket=2097152 is larger than this plugin supports (1048576); lower --define-row-bucket"),
+@pytest.mark.parametrize("settings,message", [
+    (dict(row_bucket=-4), "row_bucket must be 0 (no padding) or a positive number of rows, got -4"),
+    (dict(row_bucket=True), "row_bucket must be 0 (no padding) or a positive number of rows, got True"),
+    (dict(row_bucket=2 ** 21), "row_bucket=2097152 is larger than this plugin supports (1048576)"),
+    (dict(token_path="dedup"), "token_path must be one of auto, unique, plain, got 'dedup'"),
+    (dict(compile_mode="fast"), "compile_mode must be one of default, reduce-overhead"),
 ])
-def test_a_bucket_out_of_range_is_refused(bucket, message):
+def test_a_run_setting_out_of_range_is_refused_and_nothing_is_set(settings, message):
     from fairseq_define.modules.config_bounds import ConfigRangeError
     from fairseq_define.modules.define.config import DefineConfigError
 
+    emb = DefineEmbedding(define_options(), 40, 1, 32)
     with pytest.raises((DefineConfigError, ConfigRangeError)) as caught:
-        define_options(define_row_bucket=bucket)
+        set_unit_run(emb, **{"token_path": "plain", "row_bucket": 8, **settings})
     assert str(caught.value).startswith(message)
+    assert (emb.token_path, emb.row_bucket) == ("auto", 0)
+
+
+def test_the_run_settings_reach_every_embedding_of_a_model():
+    model = torch.nn.ModuleDict({"a": DefineEmbedding(define_options(), 40, 1, 32),
+                                 "b": DefineEmbedding(define_options(define_transform="projective"), 40, 1, 32)})
+    assert set_unit_run(model, token_path="plain", row_bucket=16) is model
+    assert [(m.token_path, m.row_bucket) for m in model.values()] == [("plain", 16)] * 2
 
 
 dynamo = pytest.importorskip("torch._dynamo")
@@ -140,11 +117,11 @@ def test_the_compiled_unit_sees_only_the_buckets(strided, monkeypatch):
     must not do (an ``out=`` into a view breaks the graph at every layer)."""
     compile_with_aot_eager(monkeypatch)
     monkeypatch.setattr(fused_unit, "strided_device", lambda device: strided)
-    options = dict(define_out_dim=32, define_token_path="plain", define_row_bucket=16)
+    options = define_options(define_out_dim=32)
     torch.manual_seed(0)
-    compiled = DefineEmbedding(define_options(define_compile=True, define_compile_mode="reduce-overhead", **options),
-                               40, 1, 32)
-    eager = DefineEmbedding(define_options(**options), 40, 1, 32)
+    compiled = set_unit_run(DefineEmbedding(options, 40, 1, 32), token_path="plain", row_bucket=16,
+                            compile_mode="reduce-overhead")
+    eager = set_unit_run(DefineEmbedding(options, 40, 1, 32), token_path="plain", row_bucket=16)
     eager.load_state_dict(compiled.state_dict())
     seen = set()
     call_unit = compiled._call_unit  # the eager call into the compiled unit

@@ -27,16 +27,18 @@ DEFINE_NORM_CHOICES = ChoiceEnum(["layer", "group_layer", "none"])
 DEFINE_STYLE_CHOICES = ChoiceEnum(["paper", "authors"])
 # The one place the default unit structure is chosen (docs/define_unit.md compares the two).
 DEFAULT_DEFINE_STYLE = "paper"
-DEFINE_TOKEN_PATH_CHOICES = ChoiceEnum(["auto", "unique", "plain"])
 DEFINE_UNIT_CENTRING_CHOICES = ChoiceEnum(["batch_mean", "none"])
-DEFINE_COMPILE_MODE_CHOICES = ChoiceEnum(["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
 # --define-unit-grad-scale when not given, for both styles (docs/stability.md)
 DEFAULT_UNIT_GRAD_SCALE = 0.01
 
 
-# settings that older code declared and every model refused (an adaptive map of DeFINE's own,
-# where the language models have theirs): a stored config that holds them loads, ignoring them
-REMOVED_SETTINGS = ("define_map", "define_adaptive_cutoff", "define_adaptive_factor")
+# settings that older code declared: an adaptive map of DeFINE's own, which every model refused
+# (the language models have theirs), and how the unit runs (--define-token-path,
+# --define-compile, --define-compile-mode, --define-row-bucket), which no recipe used and which
+# the benchmarks now set on a built model (embedding.set_unit_run). A stored config that holds
+# them loads, ignoring them; none of them changed what trained weights compute
+REMOVED_SETTINGS = ("define_map", "define_adaptive_cutoff", "define_adaptive_factor",
+                    "define_token_path", "define_compile", "define_compile_mode", "define_row_bucket")
 
 
 class DefineConfigError(UserError, ValueError):
@@ -133,41 +135,6 @@ class DefineConfig(FairseqDataclass):
             "start Reduce's bias where the mean feature maps to 0 (paper style), so that "
             "neither the init nor an SGD step gives every token's output one shared vector "
             "(docs/stability.md); the forward function is unchanged. none: neither"
-        },
-    )
-    define_token_path: DEFINE_TOKEN_PATH_CHOICES = field(
-        default="auto",
-        metadata={
-            "help": "unique: run the unit once per distinct token of the batch and gather the "
-            "rows (same outputs and gradients, less work; used when the embedding has no "
-            "active dropout); plain: once per position; auto: unique on the CPU, plain on "
-            "other devices (torch.unique's data-dependent size makes the host wait for the "
-            "GPU every step, and defeats CUDA graphs and static-shape torch.compile)"
-        },
-    )
-    define_compile: bool = field(
-        default=False,
-        metadata={
-            "help": "run each DeFINE unit under torch.compile, with a dynamic row count (every batch "
-            "has its own number of tokens, or of distinct tokens): one graph, no recompile "
-            "(docs/define_unit.md). On CUDA with the plain token path (auto's choice there)"
-        },
-    )
-    define_compile_mode: DEFINE_COMPILE_MODE_CHOICES = field(
-        default="default",
-        metadata={
-            "help": "torch.compile's mode for --define-compile: reduce-overhead replays the compiled "
-            "unit's forward and backward as CUDA graphs on a GPU (one recording per row count: "
-            "give --define-row-bucket so that there are few); on a CPU the modes compile alike"
-        },
-    )
-    define_row_bucket: int = field(
-        default=0,
-        metadata={
-            "help": "pad the rows the unit runs on (a batch's tokens, or its distinct tokens) with "
-            "zero rows up to a multiple of this many, so that a compiled unit sees a few shapes: "
-            "static shapes for CUDA graphs (--define-compile-mode reduce-overhead). The padded rows "
-            "change no output and no gradient. 0: no padding"
         },
     )
     define_cache_on_load: bool = field(

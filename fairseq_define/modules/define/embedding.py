@@ -5,6 +5,7 @@ from their table (styles.py)."""
 
 import logging
 import math
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 import torch.fx.experimental._config as fx_config
 from fairseq.modules import FairseqDropout
 
+from ..config_bounds import MAX_ROW_BUCKET, check_size
 from .config import DefineConfigError
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
@@ -73,9 +75,10 @@ class DefineEmbedding(nn.Module):
             self.map_scale = math.sqrt(n)  # as fairseq scales token embeddings
         self.map_dropout = FairseqDropout(options.map_dropout, module_name="DefineMapDropout")
         self.embedding_dim = self.schedule.out_dim
-        # the unique-token path changes nothing only if no dropout acts inside the embedding
-        self.token_path = options.token_path
-        self.row_bucket = options.row_bucket
+        # how the unit runs, which no weight's function depends on (set_unit_run): the unique-token
+        # path changes nothing only if no dropout acts inside the embedding
+        self.token_path = "auto"
+        self.row_bucket = 0
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
         self.grad_centring = None
         if options.cached_table:
@@ -95,14 +98,6 @@ class DefineEmbedding(nn.Module):
                     if centring:
                         self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
                     scale_unit_gradients(self.unit, options.unit_grad_scale)
-            if options.compile:  # after the init above, which reads Reduce's input through a hook
-                # the module keeps its parameter names: checkpoints load as before
-                self.unit.compile(dynamic=True, mode=None if options.compile_mode == "default" else options.compile_mode)
-            elif options.compile_mode != "default":  # (a config may turn compiling off and keep the mode)
-                logger.warning("DeFINE unit: --define-compile-mode %s has no effect without --define-compile",
-                               options.compile_mode)
-            if self.row_bucket:
-                logger.info("DeFINE unit: rows padded to a multiple of %d (--define-row-bucket)", self.row_bucket)
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -150,7 +145,7 @@ class DefineEmbedding(nn.Module):
     def run_unit(self, e, counts, positions, scale):
         """The unit on scale * e (e [*, n]), each row standing for ``counts`` [rows] positions
         of ``positions`` (the unique-token path; None: one each), padded to a multiple of
-        --define-row-bucket rows (:func:`pad_rows`)."""
+        ``row_bucket`` rows (:func:`pad_rows`, :func:`set_unit_run`)."""
         lead = e.shape[:-1]
         rows = e.numel() // e.shape[-1]
         if self.row_bucket:  # every batch, padded or not, hands the unit counts of one kind
@@ -165,7 +160,7 @@ class DefineEmbedding(nn.Module):
         return out if out.shape[:-1] == lead else out[:rows].view(*lead, -1)  # [*, m]
 
     def _call_unit(self, e, **kwargs):
-        """The unit on e; compiled (--define-compile), with each size its own symbol: by
+        """The unit on e; compiled (:func:`set_unit_run`), with each size its own symbol: by
         default dynamo gives sizes of equal value one symbol, and a batch whose row count
         happens to equal n would tie it to n, which the weights fix (a recompile later)."""
         if getattr(self.unit, "_compiled_call_impl", None) is None:
@@ -182,8 +177,8 @@ class DefineEmbedding(nn.Module):
         return parts if parts is not None else (self.map_tokens(tokens), 1.0)
 
     def unique_tokens(self, device: torch.device) -> bool:
-        """Whether the unit runs once per distinct token (``--define-token-path``): auto
-        dedups on the CPU only, where it pays; elsewhere torch.unique's output size would
+        """Whether the unit runs once per distinct token (``token_path``, :func:`set_unit_run`):
+        auto dedups on the CPU only, where it pays; elsewhere torch.unique's output size would
         reach the host, a device-to-host sync every step."""
         return self.token_path == "unique" or (self.token_path == "auto" and device.type == "cpu")
 
@@ -230,7 +225,7 @@ class DefineEmbedding(nn.Module):
 
 
 def pad_rows(e: torch.Tensor, counts, positions, bucket: int):
-    """``e`` [R, n] with zero rows up to a multiple of ``bucket`` rows (--define-row-bucket),
+    """``e`` [R, n] with zero rows up to a multiple of ``bucket`` rows (:func:`set_unit_run`),
     the counts [R'] each row stands for (a padded row: none) and the positions they sum to.
 
     A padded row's output is dropped, so its gradient is zero: it adds nothing to any
@@ -258,3 +253,53 @@ def cache_define_tables(model: nn.Module) -> int:
             w = module.cached_table.weight
             size += w.numel() * w.element_size()
     return size
+
+
+# how an embedding may run its unit (set_unit_run); none changes what the weights compute
+TOKEN_PATHS = ("auto", "unique", "plain")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def set_unit_run(module: nn.Module, token_path: Optional[str] = None, compile_mode: Optional[str] = None,
+                 row_bucket: Optional[int] = None) -> nn.Module:
+    """How every DeFINE embedding of ``module`` (one, or a model holding them) runs its unit,
+    for the benchmarks and tests that measure it (docs/benchmarks.md; no model setting: no
+    recipe gains from them yet). None leaves a setting as it is.
+
+    - ``token_path``: ``unique`` runs the unit once per distinct token of the batch and
+      gathers the rows (the same outputs and gradients, less work; taken only without active
+      dropout in the embedding), ``plain`` once per position, ``auto`` (an embedding's
+      default) unique on the CPU, plain elsewhere (torch.unique's data-dependent size makes
+      the host wait for the device every step, and defeats CUDA graphs);
+    - ``compile_mode``: run each unit under torch.compile in this mode (``default`` or one of
+      torch.compile's), with a dynamic row count: one graph, no recompile; the module keeps
+      its parameter names, so checkpoints load as before (docs/define_unit.md);
+    - ``row_bucket``: pad the unit's rows with zero rows to a multiple of this many (0:
+      none), so that a compiled unit sees a few static shapes (CUDA graphs); a padded row
+      changes no output and no gradient (:func:`pad_rows`).
+
+    Returns ``module``."""
+    if token_path is not None and token_path not in TOKEN_PATHS:
+        raise DefineConfigError(f"token_path must be one of {', '.join(TOKEN_PATHS)}, got {token_path!r}")
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise DefineConfigError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {compile_mode!r}")
+    if row_bucket is not None:
+        if isinstance(row_bucket, bool) or not isinstance(row_bucket, int) or row_bucket < 0:
+            raise DefineConfigError(f"row_bucket must be 0 (no padding) or a positive number of rows, got {row_bucket!r}")
+        check_size("row_bucket", "row_bucket", row_bucket, MAX_ROW_BUCKET)
+    embeddings = [m for m in module.modules() if isinstance(m, DefineEmbedding)]
+    for emb in embeddings:
+        if token_path is not None:
+            emb.token_path = token_path
+        if row_bucket is not None:
+            emb.row_bucket = row_bucket
+        if compile_mode is not None and emb.unit is not None:
+            emb.unit.compile(dynamic=True, mode=None if compile_mode == "default" else compile_mode)
+    said = [f"token path {token_path}"] if token_path is not None else []
+    if compile_mode is not None:
+        said.append(f"under torch.compile (mode {compile_mode}, a dynamic row count)")
+    if row_bucket is not None:
+        said.append(f"rows padded to a multiple of {row_bucket}" if row_bucket else "rows not padded")
+    if embeddings and said:
+        logger.info("DeFINE units of %d embedding(s): %s", len(embeddings), "; ".join(said))
+    return module

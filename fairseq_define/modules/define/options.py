@@ -17,7 +17,6 @@ is built (schedule.py, schedule_authors.py; the size bounds of both styles in
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from ..config_bounds import MAX_ROW_BUCKET, check_size
 from .config import (DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError,
                      check_positive, parse_int_list)
 
@@ -42,10 +41,6 @@ class DefineOptions:
     reduce: bool  # not --define-no-reduce
     unit_grad_scale: float  # --define-unit-grad-scale (unset: DEFAULT_UNIT_GRAD_SCALE)
     unit_centring: str  # batch_mean | none (--define-unit-centring)
-    token_path: str  # auto | unique | plain (--define-token-path)
-    compile: bool  # --define-compile
-    compile_mode: str  # --define-compile-mode
-    row_bucket: int  # --define-row-bucket (0: none)
     cached_table: bool  # --define-cached-table
 
     @classmethod
@@ -84,21 +79,8 @@ class DefineOptions:
             reduce=not s.define_no_reduce,
             unit_grad_scale=float(scale),
             unit_centring=str(s.define_unit_centring),
-            token_path=str(s.define_token_path),
-            compile=bool(s.define_compile),
-            compile_mode=str(s.define_compile_mode),
-            row_bucket=_row_bucket(s.define_row_bucket),
             cached_table=bool(s.define_cached_table),
         )
-
-
-def _row_bucket(value) -> int:
-    """--define-row-bucket: 0 or a positive whole number, at most MAX_ROW_BUCKET."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DefineConfigError(f"--define-row-bucket must be 0 (no padding) or a positive number of rows, got {value!r}")
-    if value:
-        check_size("define_row_bucket", "--define-row-bucket", value, MAX_ROW_BUCKET)
-    return value
 
 
 def read_define_config(cfg) -> DefineConfig:
