@@ -96,10 +96,14 @@ def atomic_write(path, write: Callable, *, binary: bool = True, overwrite: bool 
             if os.path.lexists(path):
                 raise OutputExistsError(f"{path} appeared while it was written; nothing was overwritten") from None
             os.replace(tmp, path)
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
+    except (OSError, RuntimeError) as e:  # torch.save reports a write that failed as a RuntimeError
+        from fairseq._define_runtime.checkpoint_writes import disk_full
+
+        if disk_full(e):
             raise UserError(f"no space left on the device while writing {path}: free some space or write "
                             f"elsewhere ({path} is unchanged)") from None
+        if not isinstance(e, OSError):
+            raise
         raise UserError(f"cannot write {path}: {e.strerror or e} ({path} is unchanged)") from None
     finally:
         with contextlib.suppress(FileNotFoundError):

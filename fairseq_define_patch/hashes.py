@@ -49,7 +49,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "619c23b2f9c6730d00a36d6876c617e37041b84781c681ad742e3f9658d118c6",
+        "68631b2fae98855d64b73459c4a6ab4b4308f0ed09ab8b2d4a4a08d599f66b1b",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

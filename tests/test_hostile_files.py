@@ -758,6 +758,7 @@ def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind, suffix, compres
     archive.write_bytes(importlib.import_module(compressor).compress(data) if compressor else data)
     assert archive.stat().st_size < (200_000 if compressor else 2 << 20)
     tracemalloc.start()
+    tracemalloc.reset_peak()  # (a test that failed while tracing left it started)
     with pytest.raises(UserError, match=f"refusing to extract .*model.{suffix}: it holds a 209,715,200-byte"):
         file_utils.load_archive_file(str(archive))
     assert tracemalloc.get_traced_memory()[1] < 16 << 20
@@ -820,3 +821,136 @@ def test_a_run_resumes_with_another_budget_limit(wmt_bin, trained, tmp_path):
                   *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "14",
                   "--save-dir", tmp_path / "ck", "--cpu", "--no-epoch-checkpoints", "--max-model-parameters", "5e9").stdout
     assert "Loaded checkpoint" in out and "@ 12 updates" in out and "num_updates 14" in out, out[-2000:]
+
+
+# -- issue 53: damaged weights, each named for what is wrong with it, in every loader ----------
+
+def _set(key, value):
+    return lambda m: m.__setitem__(key, value(m[key]) if callable(value) else value)
+
+
+def _nan_at(t, value=float("nan")):
+    t = t.clone()
+    t.view(-1)[3] = value
+    return t
+
+
+FC1 = "decoder.layers.0.fc1.weight"
+DAMAGED_WEIGHTS = [  # (name, edit of the state dict, the one line)
+    ("nan", _set(FC1, _nan_at), f"the checkpoint is damaged: its weight {FC1} holds 1 NaN value (of 2,048)"),
+    ("inf", _set(FC1, lambda t: _nan_at(t, float("-inf"))), f"its weight {FC1} holds 1 infinite value (of 2,048)"),
+    ("missing", lambda m: m.pop("decoder.layers.0.fc1.bias"), "the checkpoint lacks decoder.layers.0.fc1.bias, which this model has"),
+    ("extra", _set("decoder.layers.0.extra.weight", torch.zeros(2)),
+     "the checkpoint holds decoder.layers.0.extra.weight, which this model has no place for"),
+    ("ffn_shape", _set(FC1, lambda t: torch.zeros(65, 32)),  # rows only, but not a dictionary's: not blamed on it
+     f"the checkpoint's weight {FC1} is [65, 32], but [64, 32] in the model its settings build"),
+    ("one_table", _set("decoder.output_projection.weight", lambda t: t[:-8].clone()),  # the other tables fit the data
+     "the checkpoint's weight decoder.output_projection.weight is [296, 32], but [304, 32] in the model"),
+    ("not_a_tensor", _set(FC1, "weights"), f"the checkpoint is damaged: its entry {FC1} is a str, not a tensor"),
+]
+
+
+def damaged_checkpoint(tmp_path, edit):
+    """nmt_checkpoint with its weights edited by ``edit``; its task names the data in tmp_path
+    (the tools read no --model-overrides)."""
+    path, overrides = nmt_checkpoint(tmp_path)
+    state = safe_torch_load(path)
+    edit(state["model"])
+    state["cfg"]["task"].update(overrides)
+    torch.save(state, path)
+    return path, overrides
+
+
+@pytest.mark.parametrize("edit,expected", [c[1:] for c in DAMAGED_WEIGHTS], ids=[c[0] for c in DAMAGED_WEIGHTS])
+def test_damaged_weights_are_named_by_the_loader(tmp_path, edit, expected):
+    """What fairseq-generate, -interactive, -eval-lm and the hub load through: one line naming
+    the tensor, before the model runs (a NaN weight ended a beam search in AssertionError)."""
+    from fairseq import UserError
+
+    path, overrides = damaged_checkpoint(tmp_path, edit)
+    with pytest.raises(UserError) as e:
+        checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    assert expected in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("edit,expected", [c[1:] for c in DAMAGED_WEIGHTS[:3]], ids=[c[0] for c in DAMAGED_WEIGHTS[:3]])
+def test_damaged_weights_are_named_by_the_export(tmp_path, capsys, edit, expected):
+    """The export loads through the same check: the line names the weight (a NaN model was
+    called "not an exact form"), and nothing is written."""
+    from fairseq_define.tools import export
+
+    path, overrides = damaged_checkpoint(tmp_path, edit)
+    assert export.main([path, str(tmp_path / "export.pt"), "--data", overrides["data"]]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1 and "exact form" not in err, err
+    assert not (tmp_path / "export.pt").exists()
+
+
+def test_another_dictionary_is_named_for_every_table_it_changes(tmp_path):
+    """Every table of the dictionary's rows differs: the dictionary, not a damaged file."""
+    from fairseq import UserError
+
+    path, overrides = nmt_checkpoint(tmp_path)
+    for name in ("dict.en.txt", "dict.de.txt"):
+        with open(tmp_path / name, "a", encoding="utf-8") as f:
+            f.write("".join(f"extra{i} 1\n" for i in range(8)))
+    with pytest.raises(UserError, match=r"does not fit the data: encoder.embed_tokens.map.weight has 304 rows in the "
+                                        r"checkpoint but 312 here.*use the dictionary \(dict.\*.txt\)"):
+        checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+
+
+def test_a_nan_in_a_tied_tensor_is_damage_not_another_form():
+    """NaN never equals NaN: the tied keys' comparison named another output layer."""
+    from fairseq import UserError
+
+    from fairseq_define_patch.runtime.checkpoint_fit import check_tied_values
+
+    from .test_define_transformer import tiny_model
+
+    tied, _ = tiny_model("--define-map-dim", "32", "--define-output-layer", "tied_map")
+    state = {k: v.clone() for k, v in tied.state_dict().items()}
+    key = "decoder.output_projection.weight"
+    state[key] = _nan_at(state[key])
+    for load in (lambda: tied.load_state_dict(state, strict=False), lambda: check_tied_values(tied, state)):
+        with pytest.raises(UserError, match=f"damaged: its weight {key} holds 1 NaN value") as e:
+            load()
+        assert "output layer" not in str(e.value)
+
+
+def test_a_resumed_checkpoint_with_damaged_weights_names_its_file():
+    from fairseq_define_patch.runtime.checkpoint_misfit import checkpoint_misfit
+    from fairseq_define_patch.runtime.checkpoint_weights import CheckpointWeightsError, check_state_dict
+
+    def misfit(expected, state):
+        with pytest.raises(CheckpointWeightsError) as e:
+            check_state_dict(expected, state)
+        return str(checkpoint_misfit("ck/checkpoint_last.pt", {}, None, e.value))
+
+    w = torch.zeros(3)
+    line = misfit({"w": w}, {"w": torch.tensor([0.0, float("inf"), 1.0])})
+    assert line.startswith("checkpoint ck/checkpoint_last.pt is damaged: its weight w holds 1 infinite value"), line
+    line = misfit({"w": w, "b": w}, {"w": w})
+    assert line.startswith("checkpoint ck/checkpoint_last.pt does not fit this model: the checkpoint lacks b"), line
+
+
+def test_fairseqs_uninitialised_dtype_buffer_is_not_a_weight():
+    """Sinusoidal positions keep torch.FloatTensor(1), whatever bits it holds."""
+    from fairseq_define_patch.runtime.checkpoint_weights import check_finite
+
+    check_finite({"decoder.embed_positions._float_tensor": torch.tensor([float("nan")])})
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda m: m.update(w=torch.tensor([0.0, float("nan"), 1.0])), "c1.pt is damaged: its weight w holds 1 NaN value"),
+    (lambda m: m.update(w=torch.zeros(4)), "c1.pt's weight w is [4], but [3] in"),
+    (lambda m: m.pop("w"), "c1.pt lacks w, which"),
+], ids=["nan", "shape", "missing"])
+def test_averaging_refuses_damaged_weights(tmp_path, capsys, change, expected):
+    from fairseq_define.tools import average_checkpoints
+
+    paths = averaging_inputs(tmp_path, lambda s: change(s["model"]))
+    assert average_checkpoints.main(["--inputs", *paths, "--output", str(tmp_path / "avg.pt")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert not (tmp_path / "avg.pt").exists()
+

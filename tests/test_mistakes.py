@@ -7,6 +7,9 @@ kind, and the tools refuse a file that is not a fairseq checkpoint. One line eac
 problem and the fix (docs/errors.md)."""
 
 import argparse
+import errno
+import io
+import os
 from pathlib import Path
 
 import pytest
@@ -805,3 +808,102 @@ def test_interactive_reads_a_pipe(cli_slices):
                            "--target-lang", "de"], input="the house\nwe said\n", capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len([l for l in proc.stdout.splitlines() if l.startswith("H-")]) == 2
+
+
+# -- issue 53: the tools check every choice before any work; a full disk is one line -------------
+
+def trained_nmt(tmp_path):
+    """A trained translation checkpoint (the legacy nmt_untied) whose task names its data."""
+    from .test_hostile_files import damaged_checkpoint
+
+    return damaged_checkpoint(tmp_path, lambda weights: None)[0]
+
+
+def run_tool(tool, args, files, capsys):
+    """``main`` of fairseq_define.tools.TOOL on ``args`` (names in ``files`` replaced): (exit
+    status, standard error)."""
+    import importlib
+
+    main = importlib.import_module(f"fairseq_define.tools.{tool}").main
+    try:
+        rc = main([files.get(a, a) for a in args])
+    except SystemExit as e:  # argparse
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
+# (tool, arguments (MISSING: a checkpoint that does not exist, OUT: a new file), the one line):
+# refused before the checkpoint is read (it would say "no such checkpoint") or anything written
+TOOL_CHOICE_MISTAKES = [
+    ("export", ["MISSING", "OUT", "--ct2", "CT2", "--ct2-quantization", "bogus"],
+     "--ct2-quantization 'bogus' is not a CTranslate2 weight type: use one of int8, "),
+    ("export", ["MISSING", "OUT", "--ct2-quantization", "int8"], "--ct2-quantization is the CTranslate2 model's weight "
+     "type: give --ct2 DIR too, or drop it"),
+    ("compress", ["--path", "MISSING", "--output", "OUT", "--codebooks", "10000000"], "--codebooks in 1..1024"),
+    ("compress", ["--path", "MISSING", "--output", "OUT", "--codes", "300"], "--codes must be in 2..256"),
+]
+
+
+@pytest.mark.parametrize("tool,args,expected", TOOL_CHOICE_MISTAKES, ids=[f"{t}:{' '.join(a[-2:])}" for t, a, _ in TOOL_CHOICE_MISTAKES])
+def test_tool_choices_are_checked_before_any_work(tmp_path, capsys, tool, args, expected):
+    if "--ct2" in args:
+        pytest.importorskip("ctranslate2")
+    files = {"MISSING": str(tmp_path / "missing.pt"), "OUT": str(tmp_path / "out.pt"), "CT2": str(tmp_path / "ct2")}
+    rc, err = run_tool(tool, args, files, capsys)
+    assert rc == 2 and expected in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+class FullDisk(io.BufferedWriter):
+    """A file whose disk fills after its first 4 KB."""
+
+    def write(self, data):
+        self.written = getattr(self, "written", 0) + len(data)
+        if self.written > 4096:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(data)
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Every file opened for writing by descriptor (how the atomic writes open their temporary
+    file) finds the disk full."""
+    fdopen = os.fdopen
+
+    def opened(fd, mode="r", *args, **kwargs):
+        return FullDisk(io.FileIO(fd, "wb")) if "w" in mode and "b" in mode else fdopen(fd, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", opened)
+
+
+FULL_DISK_TOOLS = [  # (tool, arguments (CK, CK2: trained checkpoints, DATA, OUT)): the output finds the disk full
+    ("average_checkpoints", ["--inputs", "CK", "CK2", "--output", "OUT"]),
+    ("cache_tables", ["--path", "CK", "--output", "OUT", "--data", "DATA"]),
+    ("export", ["CK", "OUT", "--data", "DATA"]),
+]
+
+
+@pytest.mark.parametrize("tool,args", FULL_DISK_TOOLS, ids=[t for t, _ in FULL_DISK_TOOLS])
+def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, full_disk, tool, args):
+    """torch.save reported the failed write as its own RuntimeError ("unexpected pos"): a traceback."""
+    import shutil
+
+    (tmp_path / "data").mkdir()
+    ck = trained_nmt(tmp_path / "data")
+    shutil.copyfile(ck, tmp_path / "data" / "ck2.pt")
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "out.pt"
+    files = {"CK": ck, "CK2": str(tmp_path / "data" / "ck2.pt"), "DATA": str(tmp_path / "data"), "OUT": str(out)}
+    rc, err = run_tool(tool, args, files, capsys)
+    assert rc == 2 and f"no space left on the device while writing {out}" in err and err.count("\n") == 1, err
+    assert list((tmp_path / "out").iterdir()) == []  # nothing half-written, no temporary file
+
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, full_disk):
+    """fairseq-train's own writes (the patch's atomic save) read the same failure."""
+    from fairseq import UserError, checkpoint_utils
+
+    path = tmp_path / "checkpoint_last.pt"
+    with pytest.raises(UserError, match=f"no space left on the device while writing {path}: free some space"):
+        checkpoint_utils.torch_persistent_save({"model": {"w": torch.zeros(10_000)}}, str(path))
+    assert list(tmp_path.iterdir()) == []

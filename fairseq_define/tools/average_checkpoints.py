@@ -73,6 +73,10 @@ def _check_same_model(state, path, first, first_path):
 
 
 def average(paths):
+    """The mean of the checkpoints' parameters (float tensors; integer ones must be equal),
+    in the last checkpoint's state. Each input is checked before it is added: one run's
+    checkpoints, with the same names and shapes as the first and finite values."""
+    from fairseq._define_runtime.checkpoint_weights import check_state_dict
     from fairseq.checkpoint_utils import safe_torch_load
 
     total, state, first = collections.OrderedDict(), None, None
@@ -88,8 +92,7 @@ def average(paths):
         else:
             _check_same_model(state, path, first, paths[0])
         params = state["model"]
-        if total and set(params) != set(total):
-            raise ValueError(f"{path} has different parameters than {paths[0]}: average checkpoints of one run")
+        check_state_dict(first["model"], params, what=path, model=paths[0])  # names, shapes, finite values
         for k, v in params.items():
             if k not in total:
                 total[k] = v.float().clone() if v.is_floating_point() else v.clone()

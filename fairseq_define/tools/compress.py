@@ -18,13 +18,18 @@ import sys
 
 logger = logging.getLogger("fairseq_define.compress")
 
+# M, codebooks per row: far above any published setting (the paper's Table 5 uses 32, Shu &
+# Nakayama 2018 at most 64), so that a slip (10,000,000) is refused before the checkpoint is
+# read, not after it (every row's M codes are held, and learnt, M at a time)
+MAX_CODEBOOKS = 1024
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-compress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", required=True, help="trained checkpoint")
     parser.add_argument("--output", required=True, help="checkpoint to write (must not exist)")
     parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
-    parser.add_argument("--codebooks", type=int, default=32, help="M: codebooks (codes per row); default 32")
+    parser.add_argument("--codebooks", type=int, default=32, help=f"M: codebooks (codes per row), 1..{MAX_CODEBOOKS}; default 32")
     parser.add_argument("--codes", type=int, default=16, help="K: codes per codebook, 2..256; default 16")
     parser.add_argument("--init", choices=["random", "autoencoder"], default="random",
                         help="where the codes start: random, or Shu & Nakayama's Gumbel-softmax autoencoder; default random "
@@ -48,8 +53,10 @@ def main(argv=None) -> int:
     from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference
 
     try:
-        if not 2 <= args.codes <= 256 or args.codebooks < 1 or args.steps < 0 or args.refine_rounds < 0:
-            raise UserError("--codes must be in 2..256, --codebooks at least 1, --steps and --refine-rounds at least 0")
+        if not 2 <= args.codes <= 256 or not 1 <= args.codebooks <= MAX_CODEBOOKS or args.steps < 0 or args.refine_rounds < 0:
+            raise UserError(f"--codes must be in 2..256, --codebooks in 1..{MAX_CODEBOOKS}, --steps and --refine-rounds "
+                            f"at least 0 (got --codes {args.codes} --codebooks {args.codebooks} --steps {args.steps} "
+                            f"--refine-rounds {args.refine_rounds})")
         state, model = load_model_for_rewrite(args.path, args.output, args.data)
         if not isinstance(model, InferenceTablesMixin):
             # only our models rebuild the codes when a checkpoint is loaded

@@ -406,11 +406,18 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import fairseq_define  # noqa: F401  (registers the models the checkpoint names)
 
-    try:
+    try:  # every choice before the export is read or written
+        if args.ct2_quantization is not None and not args.ct2:
+            raise UserError("--ct2-quantization is the CTranslate2 model's weight type: give --ct2 DIR too, or drop it")
         if args.ct2:
             if os.path.lexists(args.ct2):
                 raise UserError(f"{args.ct2} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
             import ctranslate2  # noqa: F401  (before the export: refuse early)
+            from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+            if args.ct2_quantization is not None and args.ct2_quantization not in ACCEPTED_MODEL_TYPES:
+                raise UserError(f"--ct2-quantization {args.ct2_quantization!r} is not a CTranslate2 weight type: "
+                                f"use one of {', '.join(ACCEPTED_MODEL_TYPES)}")
     except ImportError:
         return cli_error(parser.prog, "--ct2 needs CTranslate2: pip install 'fairseq-define[deploy]' (or ctranslate2)")
     except UserError as e:

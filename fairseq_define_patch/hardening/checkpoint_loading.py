@@ -2,8 +2,9 @@
 >= 2.6 refuses fairseq's checkpoints otherwise, and a pickle could run code), with what one
 load may allocate bounded by the file's size; a refused file says whether it can be
 converted; a folder, a missing --restore-file or a state_dict that is no checkpoint gets one
-line, and so does a resumed checkpoint that does not fit the model: the settings that differ
-(docs/checkpoints.md)."""
+line, and so does a resumed checkpoint that does not fit the model: the settings that differ;
+every model's weights are checked as they load: a missing, extra, misshapen or non-finite
+weight is named (docs/checkpoints.md)."""
 
 from ..edits import CopiedModule, Edit, FilePatch, insert_after, insert_before, replace_span
 
@@ -17,6 +18,7 @@ COPIES = (
     CopiedModule("checkpoint_loading", "weights-only loading with an allow-list (torch >= 2.6), bounded"),
     CopiedModule("checkpoint_misfit", "a resumed checkpoint that does not fit: the settings that differ"),
     CopiedModule("checkpoint_fit", "a checkpoint loads only into a model of the form it was trained in"),
+    CopiedModule("checkpoint_weights", "damaged weights named: missing, extra, of another shape, not finite"),
 )
 
 PATCHES = (
@@ -85,12 +87,12 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/models/fairseq_model.py",
-        "the keys of a state dict that name one tied tensor hold equal values (else another form)",
+        "a state dict's weights checked before they load (names, shapes, finite values; tied keys equal)",
         (
             Edit(
                 "        return super().load_state_dict(new_state_dict, strict)\n\n    def upgrade_state_dict(",
-                "        from fairseq._define_runtime.checkpoint_fit import check_tied_values  # (fairseq_define)\n"
-                "        return super().load_state_dict(check_tied_values(self, new_state_dict), strict)\n\n"
+                "        from fairseq._define_runtime.checkpoint_weights import load_checked  # (fairseq_define)\n"
+                "        return load_checked(self, new_state_dict, strict, super().load_state_dict)\n\n"
                 "    def upgrade_state_dict(",
             ),
         ),

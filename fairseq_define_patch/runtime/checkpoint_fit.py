@@ -17,7 +17,8 @@ each one line naming what differs:
   mismatch after it was blamed on the dictionary);
 - ``check_tied_values`` (every model's load_state_dict): the keys that name one tied tensor
   of this model must hold equal values in the state dict; they do in any checkpoint of the
-  same form, and do not when its tables were trained apart.
+  same form, and do not when its tables were trained apart (a NaN in one is damage, named as
+  such by checkpoint_weights.check_finite: NaN never equals NaN).
 """
 
 from argparse import Namespace
@@ -216,6 +217,8 @@ def check_tied_values(model, state_dict):
     different ones."""
     import torch
 
+    from .checkpoint_weights import check_finite
+
     groups = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         groups.setdefault(id(p), []).append(name)
@@ -225,6 +228,7 @@ def check_tied_values(model, state_dict):
         for other in present[1:]:
             a, b = state_dict[first], state_dict[other]
             if a.shape == b.shape and a.dtype == b.dtype and not torch.equal(a, b):
+                check_finite({first: a, other: b})  # NaN never equals NaN: damage, not another form
                 raise CheckpointFormError(
                     "the checkpoint holds different values for {} and {}, which this model ties "
                     "(one tensor): it was trained with another output layer or embedding sharing "

@@ -6,7 +6,9 @@ trainer (fairseq/trainer.py) now raises ``checkpoint_misfit(...)``: the model se
 differ between the checkpoint's config and this run's, or, where none does, what the load
 itself reported (a missing weight, a size mismatch). Settings that do not change what the
 weights compute (dropout: checkpoint_fit.is_neutral_setting) are never named; a table whose
-rows differ is put down to the dictionary. ``check_checkpoint_form`` (checkpoint_fit.py) runs
+rows differ is put down to the dictionary; a weight the load's own check named
+(checkpoint_weights.py: missing, extra, of another shape, not finite) gets the file's name.
+``check_checkpoint_form`` (checkpoint_fit.py) runs
 before the load, for a checkpoint whose shapes fit a model of another form.
 """
 
@@ -19,6 +21,7 @@ from omegaconf import OmegaConf
 from fairseq import UserError
 
 from .checkpoint_fit import check_checkpoint_form, is_neutral_setting
+from .checkpoint_weights import CheckpointWeightsError
 
 __all__ = ["check_checkpoint_form", "checkpoint_misfit"]
 
@@ -27,9 +30,17 @@ def checkpoint_misfit(filename, state, model_cfg, error):
     """The exception the trainer raises for ``error``, raised while loading the weights of
     ``state`` into the model built from ``model_cfg``: ``error`` itself when it is already a
     UserError, else a UserError with the line of _checkpoint_misfit (caused by ``error``)."""
-    if isinstance(error, UserError):
+    if isinstance(error, CheckpointWeightsError):  # the weights checked as they load: the file's name first
+        line = (
+            "checkpoint {} is damaged: {}; {}".format(filename, error.detail, error.fix) if error.damaged
+            else "checkpoint {} does not fit this model: {}; resume with the checkpoint's settings and data "
+            "(dict.*.txt), or train from scratch in a new --save-dir".format(filename, error.detail)
+        )
+        misfit = UserError(line)
+    elif isinstance(error, UserError):
         return error
-    misfit = UserError(_checkpoint_misfit(filename, state, model_cfg, error))
+    else:
+        misfit = UserError(_checkpoint_misfit(filename, state, model_cfg, error))
     misfit.__cause__ = error  # as `raise ... from error`
     return misfit
 

@@ -19,7 +19,21 @@ import torch
 from fairseq import UserError
 from fairseq.file_io import PathManager
 
-__all__ = ["check_save_dir", "copy_checkpoint", "save_with_retries", "_copy_atomically", "_write_atomically"]
+__all__ = ["check_save_dir", "copy_checkpoint", "disk_full", "save_with_retries", "_copy_atomically",
+           "_write_atomically"]
+
+
+def disk_full(exc):
+    """Whether ``exc`` is a full disk: an OSError ENOSPC, or the RuntimeError torch.save's zip
+    writer raises once a write of its failed ("unexpected pos ..."), whose context holds the
+    OSError (a full disk mid-checkpoint was a traceback)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc.errno == errno.ENOSPC
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _write_atomically(filename, write):
@@ -36,8 +50,8 @@ def _write_atomically(filename, write):
         with os.fdopen(fd, "wb") as f:
             write(f, tmp)
         os.replace(tmp, filename)
-    except OSError as e:
-        if e.errno != 28:  # ENOSPC
+    except (OSError, RuntimeError) as e:
+        if not disk_full(e):
             raise
         raise UserError(
             "no space left on the device while writing {}: free some space or choose another "
@@ -77,11 +91,8 @@ def save_with_retries(obj, f):
                 f.seek(0)
                 f.truncate()
             return torch.save(obj, f)
-        except OSError as e:
-            if i == 2 or e.errno == errno.ENOSPC:  # a full disk stays full
-                raise
-        except Exception:
-            if i == 2:
+        except Exception as e:
+            if i == 2 or disk_full(e):  # a full disk stays full
                 raise
 
 
