@@ -56,8 +56,8 @@ ALLOWED = {
     # once the hypotheses are committed
     "docs/studies/nmt_multi30k/hyps",
 }
-# Placeholders in prose ("the patch's runtime/NAME.py", "runs/ARM.json"), not files.
-PLACEHOLDER = re.compile(r"(^|/)(X|NAME|ARM)(/|\.|$)")
+# Placeholders in prose ("the patch's runtime/NAME.py", "runs/ARM.json", "tools.TOOL"), not files.
+PLACEHOLDER = re.compile(r"(^|/)(X|NAME|ARM|TOOL)(/|\.|$)")
 
 NAME = re.compile(
     r"(?<![\w./$<>*{-])"
