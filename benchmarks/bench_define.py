@@ -244,7 +244,7 @@ def build_nmt_variants(layers, variants=NMT_VARIANTS, vocab=32000):
     from fairseq import options
     from fairseq.models import build_model
 
-    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
 
     models = {}
     for name, extra in variants:
@@ -393,7 +393,7 @@ def build_lm(arch, vocab, extra=()):
     from fairseq import options
     from fairseq.models import build_model
 
-    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
 
     parser = options.get_training_parser(default_task="language_modeling")
     args = options.parse_args_and_arch(parser, ["-", "--task", "language_modeling", "--arch", arch, *extra])
@@ -523,7 +523,7 @@ def bench_params():
     from fairseq_define.param_report import parameter_distribution
     from fairseq_define.tools.params import build_arch
 
-    from fairseq_define.tools.paper_tables import TABLE3_VOCAB
+    from fairseq_define.paper_tables import TABLE3_VOCAB
 
     print(f"\n4. parameters in Table 3's configuration (separate {TABLE3_VOCAB:,}-token vocabularies)")
     base = parameter_distribution(build_arch("transformer_wmt_en_de", TABLE3_VOCAB, TABLE3_VOCAB)[0])["total"]

@@ -3,7 +3,7 @@
 # train -> evaluate -> record loop over a table's rows. Sourced, not run.
 #
 # A recipe's rows, their architectures and the paper's numbers come from
-# fairseq_define/tools/paper_tables.py (`fairseq-define-results rows --table T [--small]`).
+# fairseq_define/paper_tables.py (`fairseq-define-results rows --table T [--small]`).
 set -euo pipefail
 
 RUN_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -128,7 +128,7 @@ shared_option() {
 
 recipe_usage() {
   script_header
-  echo "The paper's numbers (fairseq_define/tools/paper_tables.py):"
+  echo "The paper's numbers (fairseq_define/paper_tables.py):"
   fairseq-define-results paper --table "$TABLE" | sed 's/^/  /'
   cat <<EOF
 Options:

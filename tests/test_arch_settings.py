@@ -1,6 +1,6 @@
 """Every architecture the plugin registers resolves to the settings pinned in
 tests/arch_settings.json: ``vars(args)`` after the architecture function on a fresh
-Namespace. The tables behind the registrations (models/*.py, tools/paper_tables.py) may be
+Namespace. The tables behind the registrations (each model file's presets) may be
 reorganized; the names and what they set may not change."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-from fairseq_define.tools.paper_tables import TABLES
+from fairseq_define.paper_tables import TABLES
 
 PINNED = json.loads((Path(__file__).parent / "arch_settings.json").read_text(encoding="utf-8"))
 
@@ -31,9 +31,10 @@ def test_an_architecture_resolves_to_its_pinned_settings(arch):
 
 
 @pytest.mark.parametrize("table", TABLES.values(), ids=TABLES.keys())
-def test_a_paper_row_holds_the_settings_its_architecture_fills(table):
-    """paper_tables.py is the home of a row's settings: a row of an architecture this plugin
-    registers names them (those of fairseq's own have none), and they are what it resolves to."""
+def test_a_paper_row_reads_the_settings_its_architecture_fills(table):
+    """A paper row names its architecture; its settings are the model file's preset: a row of an
+    architecture this plugin registers has them (those of fairseq's own have none), and they are
+    what it resolves to."""
     for row in table.rows:
         assert (row.settings is not None) == (row.arch in PINNED), row.id
         for key, value in (row.settings or {}).items():

@@ -132,9 +132,10 @@ def test_a_model_resolves_its_define_settings_once(arch, monkeypatch):
     has one per side here)."""
     import torch
     from fairseq import options
+    from fairseq.models import build_model
 
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size, is_translation_arch
     from fairseq_define.modules import DefineEmbedding
-    from fairseq_define.tools.params import VocabularyOnlyTask, build_model, dictionary_of_size, is_translation_arch
 
     resolved, seen = [], []
     original_from_config, original_init = DefineOptions.from_config.__func__, DefineEmbedding.__init__
@@ -170,7 +171,7 @@ def test_a_stored_config_with_the_removed_settings_loads_as_before(arch):
     import torch
     from fairseq import models, options
 
-    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
 
     args = options.parse_args_and_arch(options.get_training_parser(default_task="language_modeling"),
                                        input_args=["-", "--task", "language_modeling", "--arch", arch,

@@ -14,7 +14,7 @@ from fairseq import checkpoint_utils, options
 from fairseq.models import build_model
 
 from fairseq_define.param_report import parameter_distribution
-from fairseq_define.tools.params import VocabularyOnlyTask, build_arch, dictionary_of_size
+from fairseq_define.models.without_data import VocabularyOnlyTask, build_arch, dictionary_of_size
 
 from .helpers import TINY_STOCK_TRANSFORMER, run_cli
 

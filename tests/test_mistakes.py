@@ -24,8 +24,9 @@ def build(arch, flags=(), overrides=None):
     """What fairseq-train does with ``flags`` (and --model-overrides / a stored config with
     ``overrides``) up to the built model (shapes only)."""
     from fairseq import options
+    from fairseq.models import build_model
 
-    from fairseq_define.tools.params import VocabularyOnlyTask, build_model, dictionary_of_size, is_translation_arch
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size, is_translation_arch
 
     task = "translation" if is_translation_arch(arch) else "language_modeling"
     args = options.parse_args_and_arch(options.get_training_parser(default_task=task),

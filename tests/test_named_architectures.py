@@ -1,24 +1,49 @@
-"""Named architectures (``--arch``) of the four models: every name is written out in the
-source (greppable: models/*.py, or tools/paper_tables.py for a paper table's row), and an
-architecture fills only the settings left unset."""
+"""Named architectures (``--arch``) of the four models: every name is written out in its
+model file beside the model (greppable: models/*.py), every architecture the paper's tables
+name is registered, and an architecture fills only the settings left unset."""
 
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_define.models  # registers the architectures
+from fairseq_define.models.named_architectures import preset
+from fairseq_define.paper_tables import TABLES
 
 MODELS = ("define_transformer", "define_lstm_lm", "define_transformer_xl", "define_transformer_lm")
-PACKAGE = Path(fairseq_define.models.__file__).parents[1]
-SOURCE = "\n".join(p.read_text() for p in [*(PACKAGE / "models").glob("*.py"), PACKAGE / "tools" / "paper_tables.py"])
-ARCHS = sorted(a for m in MODELS for a in ARCH_MODEL_INV_REGISTRY[m])
+MODEL_FILES = {"define_transformer": "define_transformer.py", "define_lstm_lm": "lstm_lm.py",
+               "define_transformer_xl": "transformer_xl.py", "define_transformer_lm": "define_transformer_lm.py"}
+MODELS_DIR = Path(fairseq_define.models.__file__).parent
+ARCHS = sorted((a, m) for m in MODELS for a in ARCH_MODEL_INV_REGISTRY[m])
+# (table:row, architecture) of every architecture the paper's tables name, full scale and small
+NAMED = sorted({(f"{t.id}:{r.id}", arch) for t in TABLES.values() for r in t.rows
+                for arch in {r.arch, r.train_arch(small=True)}})
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_every_architecture_name_is_written_out(arch):
-    assert f'"{arch}"' in SOURCE
+@pytest.mark.parametrize("arch, model", ARCHS)
+def test_every_architecture_name_is_written_out_in_its_model_file(arch, model):
+    assert f'"{arch}"' in (MODELS_DIR / MODEL_FILES[model]).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("row, arch", NAMED)
+def test_every_architecture_a_paper_row_names_is_registered(row, arch):
+    assert arch in ARCH_MODEL_REGISTRY, f"{row} names {arch}, which no model registers"
+
+
+@pytest.mark.parametrize("arch, model", [(a, m) for a, m in ARCHS if a != m or preset(a) is not None])
+def test_a_preset_is_what_the_architecture_sets_over_its_model_defaults(arch, model):
+    """The settings a row of the paper reads (``Row.settings``) are the ones its architecture
+    fills: each preset value survives the model's base architecture. (A dataclass model's own
+    name is an architecture of its defaults, without a preset.)"""
+    args = Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    assert {k: getattr(args, k) for k in preset(arch)} == dict(preset(arch))
+
+
+def test_a_preset_of_an_architecture_not_registered_here_is_none():
+    assert preset("transformer_wmt_en_de") is None and preset("transformer_lm_wiki103") is None
 
 
 @pytest.mark.parametrize("arch, unset, kept", [

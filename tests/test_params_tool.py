@@ -1,13 +1,13 @@
 """fairseq-define-params (in process): the LSTM tables 6, 7, 8 (every column), Table 3, the
 ``--arch`` report and ``--baseline``, against counts made here independently: closed forms
 for the Transformer and the unit, sums over the built model's parameters by name, and the
-paper's numbers as paper_tables.py holds them."""
+paper's numbers as fairseq_define/paper_tables.py holds them."""
 
 import re
 
 import pytest
 
-from fairseq_define.tools.paper_tables import TABLE_3, TABLE_6, TABLE_7, TABLE_8, TABLES, params_split
+from fairseq_define.paper_tables import TABLE_3, TABLE_6, TABLE_7, TABLE_8, TABLES, params_split
 from fairseq_define.tools.params import WT103_VOCAB, build_arch, cli_main
 
 CELL = r"([0-9.]+) \(([0-9.]+|-)\)"  # "ours (paper)"
@@ -81,7 +81,7 @@ def test_table_6a_linear_and_glt_stacks_equal_the_paper(capsys):
 def test_table_3_is_the_papers_configuration(capsys):
     """Separate vocabularies at which the baseline has the paper's 92M, the untied output:
     68M before the units, as the paper; then the other output forms and a shared vocabulary."""
-    from fairseq_define.tools.paper_tables import TABLE3_VOCAB
+    from fairseq_define.paper_tables import TABLE3_VOCAB
 
     out = run(capsys, "--paper-table", "3")
     lines = re.findall(r"^(\S+): DeFINE ([0-9.]+)M .* total ([0-9.]+)M$", out, re.M)

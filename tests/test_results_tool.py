@@ -14,7 +14,7 @@ from fairseq_define.errors import UserError
 from fairseq_define.modules import DefineEmbedding, cache_define_tables, split_and_mix
 from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
-from fairseq_define.tools.paper_tables import TABLES
+from fairseq_define.paper_tables import TABLES
 
 from .helpers import define_options, model_map, run_cli
 
@@ -408,7 +408,7 @@ def test_translation_models_use_the_encoder_embedding():
     from fairseq import options
     from fairseq.models import build_model
 
-    from fairseq_define.tools.params import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
 
     parser = options.get_training_parser(default_task="translation")
     args = options.parse_args_and_arch(parser, input_args=[

@@ -37,11 +37,11 @@ from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
 from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
-from ..tools.paper_tables import tlm_wiki103
 from .define_transformer import OUTPUT_LAYER_CHOICES
 from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
+from .transformer_xl import TABLE_2_MAP_DIMS, TABLE_2_UNIT
 
 
 @dataclass
@@ -265,18 +265,22 @@ def _check_tied_map_settings(args) -> None:
 # -- named architectures ---------------------------------------------------------------
 # WIKI103 rows are fairseq's transformer_lm_wiki103 (16 layers, d 1024, adaptive input and
 # softmax 20000,60000 factor 4, tied) with its adaptive input at width n and a DeFINE unit
-# (Table 2's N=3, k=4096; m = d) or the projective baseline; n as Table 2's rows. Their
-# settings: tools/paper_tables.py (tlm_wiki103).
+# (Table 2's N=3, k=4096; m = d) or the projective baseline; n as Table 2's rows. Not a table
+# of the paper (paper_tables.py: TABLE_TLM).
 
 def _wiki103(n: int, transform: str) -> tuple:
-    """(docstring, settings) of the WikiText-103 row at ``n`` (one of Table 2's)."""
+    """(docstring, settings) of the WikiText-103 row at ``n`` (one of Table 2's): fairseq's
+    transformer_lm_wiki103 (``_wiki103_base`` fills the rest) with its adaptive input at width
+    n and Table 2's unit (``define``) or one linear n -> d (``projective``)."""
+    if n not in TABLE_2_MAP_DIMS:
+        raise ValueError(f"n={n} is not one of Table 2's rows {TABLE_2_MAP_DIMS}")
     if transform == "define":
         doc = (f"transformer_lm_wiki103 with DeFINE: adaptive input n={n} (factor 4), Table 2's unit, m=1024, "
                f"adaptive softmax tied at n={n}")
     else:
         doc = (f"transformer_lm_wiki103 with adaptive input n={n} (factor 4) and one linear n -> 1024, adaptive "
                f"softmax tied at n={n}: the baseline of the DeFINE row at the same n")
-    return doc, tlm_wiki103(n, transform)
+    return doc, dict(define_map_dim=n, **(TABLE_2_UNIT if transform == "define" else dict(define_transform="projective")))
 
 
 WIKI103_ARCHITECTURES = {

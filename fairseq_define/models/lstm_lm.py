@@ -35,7 +35,6 @@ from ..modules.define.config import (
     DefineConfig,
     DefineConfigError,
 )
-from ..tools.paper_tables import TABLE_1A, TABLE_1C, TABLE_6, TABLE_7, TABLE_8, table_architectures
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
 from .named_architectures import register_architectures
 
@@ -137,10 +136,73 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
 
 
 # -- named architectures ---------------------------------------------------------------
-# The paper's rows (Tables 1a, 6, 7, 8, 1c) with their settings: tools/paper_tables.py.
+# The paper's rows (Tables 1a, 6, 7, 8, 1c); their numbers and small runs: paper_tables.py.
+# Table 9's WikiText-103 LSTM (dropouts as Merity et al., 2018a, use on WikiText-103) with a
+# unit of depth N and width k on an n-dim map, n = m.
+LSTM_WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
+                  lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1, dropout_input=0.1)
+# the ablations exist only in the paper's structure: pinned to it whatever the default style
+PAPER_STYLE = dict(define_style="paper")
+# AWD-LSTM on PTB: 3 layers of 1150, the last n wide; Merity et al.'s dropouts
+AWD_PTB = dict(lstm_layers=3, lstm_hidden_dim=1150, adaptive_cutoff="", dropout=0.4, dropout_hidden=0.25,
+               dropout_input=0.4, dropout_embedding=0.1, weight_drop=0.5)
+
+
+def wt103_unit(transform: str, N: int, n: int, k: int, **extra) -> dict:
+    """The WikiText-103 LSTM with a ``transform`` unit of depth N and width k on an n-dim map, n = m."""
+    return dict(LSTM_WT103, define_map_dim=n, define_transform=transform, define_depth=N, define_expand_dim=k, **extra)
+
+
+_T1A = "LSTM language model on WikiText-103 (Table 1a)"
+# Table 6: GLT uses 4 groups in every layer and in Reduce, the others the default g_max
+_T6 = "Transformations in DeFINE, LSTM on WikiText-103, N=7, n=m=384, k=1024 (Table 6)"
+_T7 = "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)"
+_T8 = "Skip connections and the Reduce step, LSTM on WikiText-103, N=7, n=384 (Table 8)"
+_T1C = "AWD-LSTM on Penn Treebank, no finetuning (Table 1c)"
 
 ARCHITECTURES = {
-    **table_architectures(TABLE_1A, TABLE_6, TABLE_7, TABLE_8, TABLE_1C),
+    # a standard table with an output bias
+    "define_lstm_wt103_r1_standard": (
+        f"{_T1A}: R1 Standard, n=256",
+        dict(LSTM_WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256)),
+    "define_lstm_wt103_r2_adaptive": (f"{_T1A}: R2 Adaptive, n=256", dict(LSTM_WT103, define_map_dim=256)),
+    "define_lstm_wt103_r3_define_n256": (
+        f"{_T1A}: R3 Adaptive + DeFINE, N=3, n=256", wt103_unit("define", 3, 256, 1024)),
+    "define_lstm_wt103_r4_define_n384": (
+        f"{_T1A}: R4 Adaptive + DeFINE, N=7, n=384", wt103_unit("define", 7, 384, 1024)),
+    "define_lstm_wt103_r5_define_n512": (
+        f"{_T1A}: R5 Adaptive + DeFINE, N=11, n=512", wt103_unit("define", 11, 512, 1024)),
+    "define_lstm_wt103_t6_linear": (f"{_T6}: Linear", wt103_unit("linear", 7, 384, 1024, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_glt": (
+        f"{_T6}: GLT", wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_glt_shuffle": (
+        f"{_T6}: GLT + Shuffle", wt103_unit("glt_shuffle", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_hgt": (f"{_T6}: HGT", wt103_unit("hgt", 7, 384, 1024, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_define_nomix": (
+        f"{_T6}: DeFINE (w/o mixer)", wt103_unit("define_nomix", 7, 384, 1024, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_define": (f"{_T6}: DeFINE", wt103_unit("define", 7, 384, 1024)),
+    "define_lstm_wt103_t7_n3_k1024": (f"{_T7}: N=3, n=m=256, k=1024", wt103_unit("define", 3, 256, 1024)),
+    "define_lstm_wt103_t7_n3_k1536": (f"{_T7}: N=3, n=m=256, k=1536", wt103_unit("define", 3, 256, 1536)),
+    "define_lstm_wt103_t7_n3_k2048": (f"{_T7}: N=3, n=m=256, k=2048", wt103_unit("define", 3, 256, 2048)),
+    "define_lstm_wt103_t7_n7_k1024": (f"{_T7}: N=7, n=m=384, k=1024", wt103_unit("define", 7, 384, 1024)),
+    "define_lstm_wt103_t7_n7_k1536": (f"{_T7}: N=7, n=m=384, k=1536", wt103_unit("define", 7, 384, 1536)),
+    "define_lstm_wt103_t7_n7_k2048": (f"{_T7}: N=7, n=m=384, k=2048", wt103_unit("define", 7, 384, 2048)),
+    "define_lstm_wt103_t7_n11_k1024": (f"{_T7}: N=11, n=m=512, k=1024", wt103_unit("define", 11, 512, 1024)),
+    "define_lstm_wt103_t7_n11_k1536": (f"{_T7}: N=11, n=m=512, k=1536", wt103_unit("define", 11, 512, 1536)),
+    "define_lstm_wt103_t7_n11_k2048": (f"{_T7}: N=11, n=m=512, k=2048", wt103_unit("define", 11, 512, 2048)),
+    # residual connections: the Expand widths k/2
+    "define_lstm_wt103_t8_residual": (
+        f"{_T8}: 8a DeFINE + residual connections", wt103_unit("define_residual", 7, 384, 1024, **PAPER_STYLE)),
+    # without Reduce the LSTM reads e_hat (k dims)
+    "define_lstm_wt103_t8_no_reduce": (
+        f"{_T8}: 8b MER - Reduce", wt103_unit("define", 7, 384, 1024, define_no_reduce=True, **PAPER_STYLE)),
+    # a standard 400-dim table, tied
+    "define_awd_lstm_ptb": (f"{_T1C}: AWD-LSTM (Merity et al., 2018b)", dict(AWD_PTB, define_map_dim=400)),
+    # n=128, k=1024, N=7, m=400; the output tied at n=128
+    "define_awd_lstm_ptb_define": (
+        f"{_T1C}: AWD-LSTM + DeFINE",
+        dict(AWD_PTB, define_map_dim=128, define_transform="define", define_depth=7, define_expand_dim=1024,
+             define_out_dim=400)),
     # CPU sizes
     "define_lstm_small": (
         "For the PTB run on a CPU: 2 layers of 512, n=128 -> m=256, AWD dropouts",

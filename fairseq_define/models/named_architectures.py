@@ -1,13 +1,24 @@
-"""Named architectures (``--arch NAME``): each model file holds one literal table, name ->
-(docstring, settings), and registers it here in one loop. An architecture fills the settings
-the user left unset: absent, or None as in a config loaded from a checkpoint, where every
-field is present."""
+"""Named architectures (``--arch NAME``): each model file holds its presets, one literal
+table name -> (docstring, settings), beside the model (as fairseq's transformer_lm.py), and
+registers it here in one loop. An architecture fills the settings the user left unset:
+absent, or None as in a config loaded from a checkpoint, where every field is present."""
 
+from types import MappingProxyType
 from typing import Callable, Dict, Mapping, Optional, Tuple
 
 from fairseq.models import register_model_architecture
 
 ArchTable = Dict[str, Tuple[str, Mapping[str, object]]]
+
+# every registered preset's settings, by architecture (what the paper's rows and the tools read)
+_PRESETS: Dict[str, Mapping[str, object]] = {}
+
+
+def preset(arch: str) -> Optional[Mapping[str, object]]:
+    """The settings the model file's table gives ``arch`` (before its model's defaults fill the
+    rest); None for an architecture this plugin does not register (fairseq's own)."""
+    settings = _PRESETS.get(arch)
+    return None if settings is None else MappingProxyType(settings)
 
 
 def fill_defaults(args, settings: Mapping[str, object]) -> None:
@@ -34,3 +45,4 @@ def register_architectures(model_name: str, table: ArchTable, base: Optional[Cal
         arch.__name__ = arch.__qualname__ = name
         arch.__doc__ = doc
         register_model_architecture(model_name, name)(arch)
+        _PRESETS[name] = settings

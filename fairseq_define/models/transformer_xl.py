@@ -37,7 +37,6 @@ from ..modules.lm.relative_attention import (
     init_transformer_xl_weights,
     relative_positions,
 )
-from ..tools.paper_tables import TABLE_2, table_architectures, txl_wt103
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
 from .named_architectures import register_architectures
 
@@ -183,11 +182,35 @@ class TransformerXLDecoder(StreamStateDecoder):
 
 
 # -- named architectures ---------------------------------------------------------------
-# Table 2's rows with their settings: tools/paper_tables.py; a projective row at n = d = 384
+# Table 2's rows (their numbers and small runs: paper_tables.py): adaptive input n (div_val 1)
+# projected to d=384 (inner 1920, 10 heads of 41), with Table 2's DeFINE unit (N=3, k=4096,
+# m=384) on the projection in the DeFINE rows; the standard d=410 row is Dai et al.'s base (16
+# layers, d=410, inner 2100, n=d=410: the config's defaults). A projective row at n = d = 384
 # beside them, which the paper leaves out (its counts are the standard n=384 row's).
+TXL_WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
+TXL_D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)
+TABLE_2_UNIT = dict(define_transform="define", define_expand_dim=4096, define_depth=3)  # Table 2's DeFINE rows
+TABLE_2_MAP_DIMS = (384, 256, 128, 64)  # n of Table 2's rows at d = 384 (also define_transformer_lm's WikiText-103 archs)
+
+
+def txl_wt103(n: int, define: bool = False) -> dict:
+    """Table 2 at d=384: adaptive input n (div_val 1) projected to d, with Table 2's unit if ``define``."""
+    return dict(TXL_WT103, **TXL_D384, define_map_dim=n, **(TABLE_2_UNIT if define else {}))
+
+
+_T2 = "Transformer-XL on WikiText-103 (Table 2a)"
 
 ARCHITECTURES = {
-    **table_architectures(TABLE_2),
+    "define_txl_wt103_standard_d410": (
+        f"{_T2}: Standard, n=d=410, inner 2100 (Dai et al.)", dict(TXL_WT103, define_map_dim=410)),
+    "define_txl_wt103_standard_d384": (f"{_T2}: Standard, n=384", txl_wt103(384)),
+    "define_txl_wt103_define_n384": (f"{_T2}: DeFINE, n=384", txl_wt103(384, define=True)),
+    "define_txl_wt103_projective_n256": (f"{_T2}: Projective, n=256", txl_wt103(256)),
+    "define_txl_wt103_define_n256": (f"{_T2}: DeFINE, n=256", txl_wt103(256, define=True)),
+    "define_txl_wt103_projective_n128": (f"{_T2}: Projective, n=128", txl_wt103(128)),
+    "define_txl_wt103_define_n128": (f"{_T2}: DeFINE, n=128", txl_wt103(128, define=True)),
+    "define_txl_wt103_projective_n64": (f"{_T2}: Projective, n=64", txl_wt103(64)),
+    "define_txl_wt103_define_n64": (f"{_T2}: DeFINE, n=64", txl_wt103(64, define=True)),
     "define_txl_wt103_projective_n384": (
         "Table 2 at d=384: adaptive input n=384 (div_val 1) projected to d=384, no unit", txl_wt103(384)),
     "define_txl_small": (

@@ -11,7 +11,8 @@ architecture, built without data (only a vocabulary size), and the paper's table
 
 Any other flag is passed to fairseq's argument parser for the architecture (model
 overrides such as ``--define-map-dim 64``). The tables' rows and the paper's numbers are
-read from paper_tables.py.
+read from fairseq_define/paper_tables.py, the models' settings from their presets
+(models/*.py), and the models are built without data (models/without_data.py).
 """
 
 import argparse
@@ -23,79 +24,20 @@ import torch
 import torch.nn as nn
 
 import fairseq_define  # noqa: F401  (registers the architectures)
-from fairseq import options
-from fairseq.data import Dictionary
-from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, build_model
+from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ..errors import UserError, cli_error
-from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
+from ..models.lstm_lm import LSTM_WT103
+from ..models.transformer_xl import TXL_D384, TXL_WT103
+from ..models.without_data import build_arch, is_translation_arch
 from ..modules.define.config import DefineConfigError
 from ..modules.define.embedding import UNIT_TYPES
 from ..modules.define.schedule import build_schedule, default_max_groups
 from ..modules.define.unit import DefineUnit
 from ..param_report import format_distribution, parameter_distribution
-from .paper_tables import (
-    LSTM_WT103,
-    TABLE3_VOCAB,
-    TABLE_1A,
-    TABLE_1C,
-    TABLE_2,
-    TABLE_3,
-    TABLE_6,
-    TABLE_7,
-    TABLE_8,
-    TXL_D384,
-    TXL_WT103,
-    params_split,
-)
+from ..paper_tables import TABLE3_VOCAB, TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
 
 logger = logging.getLogger("fairseq_define.params")
-
-
-class VocabularyOnlyTask:
-    """Just enough of a fairseq task for ``build_model``: the dictionaries."""
-
-    def __init__(self, src_dict: Dictionary, tgt_dict: Dictionary):
-        self.source_dictionary = src_dict
-        self.target_dictionary = tgt_dict
-        self.dictionary = tgt_dict
-
-
-def dictionary_of_size(size: int) -> Dictionary:
-    d = Dictionary()
-    if size < len(d) + 1:
-        raise DefineConfigError(f"--vocab-size must be larger than {len(d)} (the special symbols), got {size}")
-    check_size("the vocabulary size", "--vocab-size / --tgt-vocab-size", size, MAX_VOCAB_SIZE)
-    for i in range(size - len(d)):
-        d.add_symbol(f"tok{i}")
-    return d
-
-
-def is_translation_arch(arch: str) -> bool:
-    return issubclass(ARCH_MODEL_REGISTRY[arch], FairseqEncoderDecoderModel)
-
-
-def build_arch(arch: str, src_vocab: int, tgt_vocab: Optional[int] = None, extra: Sequence[str] = ()):
-    """Build ``arch`` with random weights for the given vocabulary sizes."""
-    if arch not in ARCH_MODEL_REGISTRY:
-        raise DefineConfigError(
-            f"unknown architecture {arch!r}; registered DeFINE ones: "
-            + ", ".join(sorted(a for a in ARCH_MODEL_REGISTRY if a.startswith("define")))
-        )
-    model_cls = ARCH_MODEL_REGISTRY[arch]
-    is_seq2seq = is_translation_arch(arch)
-    task = "translation" if is_seq2seq else "language_modeling"
-    parser = options.get_training_parser(default_task=task)
-    args = options.parse_args_and_arch(
-        parser, input_args=["-", "--task", task, "--arch", arch, *extra]
-    )
-    src_dict = dictionary_of_size(src_vocab)
-    if tgt_vocab is None or tgt_vocab == src_vocab:
-        tgt_dict = src_dict  # joined dictionary (required by --share-all-embeddings)
-    else:
-        tgt_dict = dictionary_of_size(tgt_vocab)
-    with torch.device("meta"):  # shapes only: no memory, no init time
-        return build_model(args, VocabularyOnlyTask(src_dict, tgt_dict)), args
 
 
 STYLES = ("paper", "authors")  # the unit structures (--define-style; docs/define_unit.md)

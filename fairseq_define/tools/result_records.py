@@ -8,7 +8,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import UserError
 from ..output_files import write_text
-from .paper_tables import RESULTS_PROG, Row, Table, find_table
+from ..paper_tables import RESULTS_PROG, Row, Table, find_table
 from .train_log import TRAIN_LOG, finite_number, parse_params, parse_updates, read_lines
 
 logger = logging.getLogger("fairseq_define.results")

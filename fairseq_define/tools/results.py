@@ -24,10 +24,10 @@ from typing import Optional, Sequence
 
 from ..errors import UserError, cli_error
 from ..output_files import check_new_output, write_text
+from ..paper_tables import RESULTS_PROG as PROG
+from ..paper_tables import TABLES, Row, find_table
 from .correlation_maps import correlation_maps, plot_correlations, token_embedding
 from .curves import parse_run, plot_curves
-from .paper_tables import RESULTS_PROG as PROG
-from .paper_tables import TABLES, Row, find_table
 from .result_records import MODES, load_model, record
 from .results_table import markdown_table, paper_numbers
 
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("paper", help="the paper's numbers of a table",
                        description="One line per row of a paper table: its label and the numbers the paper "
-                       "reports (paper_tables.py).")
+                       "reports (fairseq_define/paper_tables.py).")
     p.add_argument("--table", required=True, help=f"paper table: {tables}")
     p.set_defaults(func=cmd_paper)
 

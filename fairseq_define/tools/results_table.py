@@ -2,7 +2,7 @@
 
 import os
 
-from .paper_tables import find_table
+from ..paper_tables import find_table
 from .result_records import RESULT_FILE, load_result
 
 SMALL_NOTE = (

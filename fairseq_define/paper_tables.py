@@ -1,9 +1,9 @@
-"""The paper's result tables as data: for every row, the architecture that reproduces it and
-its model settings, the extra training settings of its full-scale run and of its small CPU
-run, and the numbers the paper reports. The one home of these rows, settings and numbers:
-models/*.py register each row's architecture from here (:func:`table_architectures`), the
-recipes in ``run_scripts/`` read their rows (``fairseq-define-results rows``) and the
-paper's numbers (``fairseq-define-results paper``), the results tool prints our numbers
+"""The paper's facts: its result tables as data. For every row, the architecture that
+reproduces it (by name: its model file registers it with its settings, :attr:`Row.settings`),
+the extra training settings of its full-scale run and of its small CPU run, and the numbers
+the paper reports. The one home of these rows and numbers, above the models and below the
+tools: the recipes in ``run_scripts/`` read their rows (``fairseq-define-results rows``) and
+the paper's numbers (``fairseq-define-results paper``), the results tool prints our numbers
 beside these, and ``fairseq-define-params --paper-table`` its parameter counts.
 
 Paper numbers are from the ICLR 2020 version: Tables 1a, 1c, 2a, 3, 5, 6, 7, 8 (parameters in
@@ -14,7 +14,9 @@ for the language models; BLEU for translation).
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
-from ..errors import UserError
+from .errors import UserError
+from .models import define_transformer, define_transformer_lm, lstm_lm, transformer_xl  # noqa: F401  (the archs)
+from .models.named_architectures import preset
 
 RESULTS_PROG = "fairseq-define-results"
 
@@ -36,9 +38,11 @@ class Row:
     # Tables 6-8 give totals only: the Table 1a row with the same context model and
     # input-output layers (n = m), from which their DeFINE share follows
     shared_with: Optional[str] = None
-    # the model settings that ``arch`` fills (models/*.py register them: table_architectures;
-    # a row that reuses another row's architecture repeats them); None: fairseq's own arch
-    settings: Optional[Mapping[str, object]] = None
+
+    @property
+    def settings(self) -> Optional[Mapping[str, object]]:
+        """The model settings that ``arch`` fills (its model file's preset); None: fairseq's own arch."""
+        return preset(self.arch)
 
     @property
     def name(self) -> str:
@@ -79,21 +83,11 @@ def _ppl(params, valid, test, split=None):
     return paper
 
 
-# -- LSTM on WikiText-103 (Tables 1a, 6, 7, 8), models/lstm_lm.py. Full scale: Table 9's
-# WikiText-103 LSTM (dropouts as Merity et al., 2018a, use on WikiText-103) with a unit of depth
-# N and width k on an n-dim map, n = m. Small runs: WikiText-2, 2 LSTM layers of 256, adaptive
-# bands 2000/8000, n/8 and k/4 of the paper's sizes, the same depth N.
-LSTM_WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=4.0, no_softmax_bias=True,
-                  lstm_layers=4, lstm_hidden_dim=1024, dropout=0.1, dropout_hidden=0.1, dropout_input=0.1)
-# the ablations exist only in the paper's structure: pinned to it whatever the default style
-_PAPER_STYLE = dict(define_style="paper")
+# -- LSTM on WikiText-103 (Tables 1a, 6, 7, 8), models/lstm_lm.py (the settings of each row's
+# architecture). Small runs: WikiText-2, 2 LSTM layers of 256, adaptive bands 2000/8000, n/8
+# and k/4 of the paper's sizes, the same depth N.
 _LSTM_SMALL = ("--lstm-layers", "2", "--lstm-hidden-dim", "256")
 _ADAPTIVE_SMALL = ("--adaptive-cutoff", "2000,8000")
-
-
-def _lstm_unit(transform: str, N: int, n: int, k: int, **extra) -> dict:
-    """The WikiText-103 LSTM with a ``transform`` unit of depth N and width k on an n-dim map, n = m."""
-    return dict(LSTM_WT103, define_map_dim=n, define_transform=transform, define_depth=N, define_expand_dim=k, **extra)
 
 
 def _lstm_small(settings: Mapping[str, object]) -> Tuple[str, ...]:
@@ -103,52 +97,45 @@ def _lstm_small(settings: Mapping[str, object]) -> Tuple[str, ...]:
     return _LSTM_SMALL + (_ADAPTIVE_SMALL if settings["adaptive_cutoff"] else ()) + dims
 
 
-def _lstm_row(row_id: str, label: str, arch: str, paper: dict, settings: dict, small_extra=(), **kw) -> Row:
-    return Row(row_id, label, arch, paper, small_args=_lstm_small(settings) + tuple(small_extra), settings=settings,
-               **kw)
+def _lstm_row(row_id: str, label: str, arch: str, paper: dict, small_extra=(), **kw) -> Row:
+    return Row(row_id, label, arch, paper, small_args=_lstm_small(preset(arch)) + tuple(small_extra), **kw)
 
 
-_R1 = dict(LSTM_WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256)  # a standard table, output bias
 TABLE_1A = Table(
     "1a", "LSTM language model on WikiText-103 (Table 1a)", "lm", "wikitext-103",
     ("params", "valid_ppl", "test_ppl"),
     (
         _lstm_row("r1_standard", "R1 Standard, n=256", "define_lstm_wt103_r1_standard",
-                  _ppl(92.17, 43.24, 44.12, (0.0, 23.36, 68.81)), _R1, short="R1 standard n=256",
+                  _ppl(92.17, 43.24, 44.12, (0.0, 23.36, 68.81)), short="R1 standard n=256",
                   args=("--criterion", "cross_entropy"),  # a full softmax: no adaptive bands
                   small_extra=("--criterion", "cross_entropy")),
         _lstm_row("r2_adaptive", "R2 Adaptive, n=256", "define_lstm_wt103_r2_adaptive",
-                  _ppl(32.61, 43.49, 44.87, (0.0, 23.36, 9.25)), dict(LSTM_WT103, define_map_dim=256),
-                  short="R2 adaptive n=256"),
+                  _ppl(32.61, 43.49, 44.87, (0.0, 23.36, 9.25)), short="R2 adaptive n=256"),
         _lstm_row("r3_define_n256", "R3 Adaptive + DeFINE, N=3, n=256", "define_lstm_wt103_r3_define_n256",
-                  _ppl(33.02, 39.99, 41.17, (0.41, 23.36, 9.25)), _lstm_unit("define", 3, 256, 1024),
-                  short="R3 DeFINE N=3 n=256"),
+                  _ppl(33.02, 39.99, 41.17, (0.41, 23.36, 9.25)), short="R3 DeFINE N=3 n=256"),
         _lstm_row("r4_define_n384", "R4 Adaptive + DeFINE, N=7, n=384", "define_lstm_wt103_r4_define_n384",
-                  _ppl(40.46, 36.95, 38.01, (1.83, 24.73, 13.90)), _lstm_unit("define", 7, 384, 1024),
-                  short="R4 DeFINE N=7 n=384"),
+                  _ppl(40.46, 36.95, 38.01, (1.83, 24.73, 13.90)), short="R4 DeFINE N=7 n=384"),
         _lstm_row("r5_define_n512", "R5 Adaptive + DeFINE, N=11, n=512", "define_lstm_wt103_r5_define_n512",
-                  _ppl(48.69, 34.94, 35.94, (3.89, 26.24, 18.55)), _lstm_unit("define", 11, 512, 1024),
-                  short="R5 DeFINE N=11 n=512"),
+                  _ppl(48.69, 34.94, 35.94, (3.89, 26.24, 18.55)), short="R5 DeFINE N=11 n=512"),
     ),
 )
 
 # Table 6: N=7, n=m=384, k=1024; GLT uses 4 groups in every layer and in Reduce, the others
-# the default g_max. (transform, label, arch, params, valid, test, extra settings)
-_T6 = (("linear", "Linear", "define_lstm_wt103_t6_linear", 42.86, 39.89, 41.19, _PAPER_STYLE),
-       ("glt", "GLT", "define_lstm_wt103_t6_glt", 39.69, 44.28, 45.63, dict(define_max_groups=4, **_PAPER_STYLE)),
-       ("glt_shuffle", "GLT + Shuffle", "define_lstm_wt103_t6_glt_shuffle", 39.69, 44.08, 45.25,
-        dict(define_max_groups=4, **_PAPER_STYLE)),
-       ("hgt", "HGT", "define_lstm_wt103_t6_hgt", 40.73, 39.79, 40.92, _PAPER_STYLE),
-       ("define_nomix", "DeFINE (w/o mixer)", "define_lstm_wt103_t6_define_nomix", 40.89, 37.84, 38.91, _PAPER_STYLE),
-       ("define", "DeFINE", "define_lstm_wt103_t6_define", 40.89, 36.95, 38.01, {}))
+# the default g_max. (transform, label, arch, params, valid, test)
+_T6 = (("linear", "Linear", "define_lstm_wt103_t6_linear", 42.86, 39.89, 41.19),
+       ("glt", "GLT", "define_lstm_wt103_t6_glt", 39.69, 44.28, 45.63),
+       ("glt_shuffle", "GLT + Shuffle", "define_lstm_wt103_t6_glt_shuffle", 39.69, 44.08, 45.25),
+       ("hgt", "HGT", "define_lstm_wt103_t6_hgt", 40.73, 39.79, 40.92),
+       ("define_nomix", "DeFINE (w/o mixer)", "define_lstm_wt103_t6_define_nomix", 40.89, 37.84, 38.91),
+       ("define", "DeFINE", "define_lstm_wt103_t6_define", 40.89, 36.95, 38.01))
 TABLE_6 = Table(
     "6", "Transformations in DeFINE, LSTM on WikiText-103, N=7, n=m=384, k=1024 (Table 6)", "lm",
     "wikitext-103", ("params", "valid_ppl", "test_ppl"),
     # small: 4 groups at most (GLT: everywhere), as the default g_max = 2 at m = 48 would leave
     # one group after the first layer, where mixing the input in equals concatenating it
-    tuple(_lstm_row(t, label, arch, _ppl(p, v, te), _lstm_unit(t, 7, 384, 1024, **extra),
-                    shared_with="r4_define_n384", small_extra=("--define-max-groups", "4"))
-          for t, label, arch, p, v, te, extra in _T6),
+    tuple(_lstm_row(t, label, arch, _ppl(p, v, te), shared_with="r4_define_n384",
+                    small_extra=("--define-max-groups", "4"))
+          for t, label, arch, p, v, te in _T6),
 )
 
 _T1A_AT = {256: "r3_define_n256", 384: "r4_define_n384", 512: "r5_define_n512"}  # Table 1a's row at n = m
@@ -166,7 +153,7 @@ TABLE_7 = Table(
     "7", "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)", "lm", "wikitext-103",
     ("params", "valid_ppl", "test_ppl"),
     tuple(_lstm_row(f"n{N}_k{k}", f"N={N}, n=m={n}, k={k}", arch, _ppl(p, v, te),
-                    _lstm_unit("define", N, n, k), short=f"N={N} n=m={n} k={k}", shared_with=_T1A_AT[n])
+                    short=f"N={N} n=m={n} k={k}", shared_with=_T1A_AT[n])
           for N, n, rows in _T7 for k, arch, p, v, te in rows),
 )
 
@@ -176,52 +163,34 @@ TABLE_8 = Table(
     (
         # residual connections: the Expand widths k/2
         _lstm_row("residual", "8a DeFINE + residual connections", "define_lstm_wt103_t8_residual",
-                  _ppl(41.63, 38.96, 40.03), _lstm_unit("define_residual", 7, 384, 1024, **_PAPER_STYLE),
-                  short="8a DeFINE + residual", shared_with="r4_define_n384"),
+                  _ppl(41.63, 38.96, 40.03), short="8a DeFINE + residual", shared_with="r4_define_n384"),
         _lstm_row("define", "8a/8b DeFINE (MER)", "define_lstm_wt103_t6_define", TABLE_6.row("define").paper,  # Table 6's
-                  TABLE_6.row("define").settings, short="8a/b DeFINE (MER)", shared_with="r4_define_n384"),
+                  short="8a/b DeFINE (MER)", shared_with="r4_define_n384"),
         # without Reduce the LSTM reads e_hat (k dims), so its context model is not Table 1a's
-        _lstm_row("no_reduce", "8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", _ppl(43.91, 37.19, 38.34),
-                  _lstm_unit("define", 7, 384, 1024, define_no_reduce=True, **_PAPER_STYLE)),
+        _lstm_row("no_reduce", "8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", _ppl(43.91, 37.19, 38.34)),
     ),
 )
 
 # -- AWD-LSTM on PTB (Table 1c), models/lstm_lm.py: 3 layers of 1150, the last n wide;
 # Merity et al.'s dropouts. Small: 2 layers of 256, n=128 (AWD) or n=32 -> m=128 (DeFINE).
-AWD_PTB = dict(lstm_layers=3, lstm_hidden_dim=1150, adaptive_cutoff="", dropout=0.4, dropout_hidden=0.25,
-               dropout_input=0.4, dropout_embedding=0.1, weight_drop=0.5)
 TABLE_1C = Table(
     "1c", "AWD-LSTM on Penn Treebank, no finetuning (Table 1c)", "lm", "ptb",
     ("params", "valid_ppl", "test_ppl"),
     (
         # a standard 400-dim table, tied
         Row("awd_lstm", "AWD-LSTM (Merity et al., 2018b)", "define_awd_lstm_ptb", _ppl(24.0, 61.2, 58.8),
-            short="AWD-LSTM", settings=dict(AWD_PTB, define_map_dim=400),
+            short="AWD-LSTM",
             small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "128")),
         # n=128, k=1024, N=7, m=400; the output tied at n=128
         Row("awd_lstm_define", "AWD-LSTM + DeFINE", "define_awd_lstm_ptb_define", _ppl(20.0, 56.5, 54.2),
-            settings=dict(AWD_PTB, define_map_dim=128, define_transform="define", define_depth=7,
-                          define_expand_dim=1024, define_out_dim=400),
             small_args=("--lstm-layers", "2", "--lstm-hidden-dim", "256", "--define-map-dim", "32",
                         "--define-expand-dim", "256", "--define-out-dim", "128")),
     ),
 )
 
-# -- Transformer-XL on WikiText-103 (Table 2a), models/transformer_xl.py. Full scale: adaptive
-# input n (div_val 1) projected to d=384 (inner 1920, 10 heads of 41), with Table 2's DeFINE
-# unit (N=3, k=4096, m=384) on the projection in the DeFINE rows; the standard d=410 row is
-# Dai et al.'s base (16 layers, d=410, inner 2100, n=d=410). Small: WikiText-2, 2 layers, d=64
-# (2 heads of 32), inner 256, memory 32, bands 2000/8000; n scaled by 1/6 (384 -> 64), k 4096 -> 512.
-TXL_WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
-TXL_D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)
-TABLE_2_UNIT = dict(define_transform="define", define_expand_dim=4096, define_depth=3)  # Table 2's DeFINE rows
-
-
-def txl_wt103(n: int, define: bool = False) -> dict:
-    """Table 2 at d=384: adaptive input n (div_val 1) projected to d, with Table 2's unit if ``define``."""
-    return dict(TXL_WT103, **TXL_D384, define_map_dim=n, **(TABLE_2_UNIT if define else {}))
-
-
+# -- Transformer-XL on WikiText-103 (Table 2a), models/transformer_xl.py (the settings of each
+# row's architecture). Small: WikiText-2, 2 layers, d=64 (2 heads of 32), inner 256, memory 32,
+# bands 2000/8000; n scaled by 1/6 (384 -> 64), k 4096 -> 512.
 _TXL_SMALL = ("--decoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-attention-heads", "2",
               "--decoder-head-dim", "32", "--decoder-ffn-embed-dim", "256", "--mem-len", "32",
               "--adaptive-cutoff", "2000,8000")
@@ -236,7 +205,6 @@ def _txl_small(n: int, define: bool = False) -> Tuple[str, ...]:
 # each n, and the DeFINE unit (N=3, k=4096, m=384) of every DeFINE row
 _T2_CONTEXT = 36.25
 _T2_IO = {384: 103.08, 256: 69.20, 128: 34.73, 64: 17.50}
-TABLE_2_MAP_DIMS = tuple(_T2_IO)  # n of Table 2's rows at d = 384 (also define_transformer_lm's WikiText-103 archs)
 _T2_DEFINE = 1.92
 _T2 = (("standard_d384", "Standard, n=384", "define_txl_wt103_standard_d384", 384, False, 139.33, 26.10, 27.06),
        ("define_n384", "DeFINE, n=384", "define_txl_wt103_define_n384", 384, True, 141.25, 23.59, 24.17),
@@ -250,11 +218,10 @@ TABLE_2 = Table(
     "2", "Transformer-XL on WikiText-103 (Table 2a)", "lm", "wikitext-103", ("params", "valid_ppl", "test_ppl"),
     (Row("standard_d410", "Standard, n=d=410, inner 2100 (Dai et al.)", "define_txl_wt103_standard_d410",
          _ppl(151.11, None, 24.03, (0.0, 41.07, 110.04)), short="Standard d=410",
-         settings=dict(TXL_WT103, define_map_dim=410),
          small_args=_txl_small(410)[:-2] + ("--define-map-dim", "64", "--decoder-ffn-embed-dim", "280")),)
     + tuple(Row(i, label, arch, _ppl(p, v, t, (_T2_DEFINE if d else 0.0, _T2_CONTEXT, _T2_IO[n])),
                 short="Standard d=384" if i == "standard_d384" else label.replace(",", ""),
-                settings=txl_wt103(n, d), small_args=_txl_small(n, d))
+                small_args=_txl_small(n, d))
             for i, label, arch, n, d, p, v, t in _T2),
 )
 
@@ -267,7 +234,7 @@ TABLE_5 = Table(
         Row(f"{src}{'_compressed' if comp else ''}",
             f"{TABLE_2.row(src).label}, {'32 x 16 codes' if comp else 'uncompressed'}", TABLE_2.row(src).arch,
             {"table_mb": mb, "test_ppl": ppl if comp else TABLE_2.row(src).paper["test_ppl"]},
-            settings=TABLE_2.row(src).settings, source=src, compressed=comp)
+            source=src, compressed=comp)
         for src, table_mb, codes_mb, codes_ppl in (("standard_d384", 411, 21, 27.36),
                                                    ("projective_n128", 127, 21, 29.82),
                                                    ("define_n128", 127, 21, 26.03))
@@ -284,8 +251,6 @@ _NMT_TINY = ("--encoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--
 # at this size fairseq's transformer_wmt_en_de with its own tables and an untied output layer
 # (44.14M context + 3 x 512 x 31,160) has the paper's 92M baseline total.
 TABLE3_VOCAB = 31_160
-# the NMT unit (models/define_transformer.py: every define_transformer row's default), m = d_model
-TABLE_3_UNIT = dict(define_map_dim=128, define_expand_dim=1024, define_depth=3)
 TABLE_3 = Table(
     "3", "Transformer on WMT14 EN-DE, without checkpoint averaging (Table 3)", "nmt", "wmt14_en_de",
     ("params", "bleu_newstest2014", "bleu_newstest2017"),
@@ -293,9 +258,9 @@ TABLE_3 = Table(
         Row("transformer", "Transformer", "transformer_wmt_en_de",
             {"params": 92.0, "bleu_newstest2014": 25.01, "bleu_newstest2017": 25.81},
             small_arch="transformer", small_args=_NMT_TINY),
-        # Transformer base with TABLE_3_UNIT: the define_transformer defaults, nothing of its own
+        # Transformer base with the paper's NMT unit (models/define_transformer.py)
         Row("transformer_define", "Transformer + DeFINE", "define_transformer_wmt_en_de",
-            {"params": 68.0, "bleu_newstest2014": 27.01, "bleu_newstest2017": 28.25}, settings={},
+            {"params": 68.0, "bleu_newstest2014": 27.01, "bleu_newstest2017": 28.25},
             small_arch="define_transformer_tiny"),  # Table 3's output form by default
     ),
 )
@@ -305,15 +270,7 @@ TABLE_3 = Table(
 # Auli's (2019; fairseq's transformer_lm_wiki103, 247M parameters, 18.7 test perplexity); the
 # DeFINE and projective rows (Table 2's unit, N=3, k=4096, at n=128) have no published numbers.
 # Small: WikiText-2's first 6,000 lines, 2 layers of d=64, bands 2000/8000, n=32, k=512.
-def tlm_wiki103(n: int, transform: str) -> dict:
-    """fairseq's transformer_lm_wiki103 (models/define_transformer_lm.py fills the rest) with its
-    adaptive input at width n (one of Table 2's) and Table 2's unit (``define``) or one linear
-    n -> d (``projective``)."""
-    if n not in TABLE_2_MAP_DIMS:
-        raise ValueError(f"n={n} is not one of Table 2's rows {TABLE_2_MAP_DIMS}")
-    return dict(define_map_dim=n, **(TABLE_2_UNIT if transform == "define" else dict(define_transform="projective")))
-
-
+# models/define_transformer_lm.py: the settings of each row's architecture.
 _TLM_SMALL = ("--decoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-attention-heads", "2",
               "--decoder-ffn-embed-dim", "256", "--adaptive-input-cutoff", "2000,8000")
 TABLE_TLM = Table(
@@ -323,28 +280,14 @@ TABLE_TLM = Table(
         Row("adaptive", "Adaptive input, d=1024 (Baevski & Auli)", "transformer_lm_wiki103",
             _ppl(247.0, None, 18.7), small_args=_TLM_SMALL + ("--adaptive-softmax-cutoff", "2000,8000")),
         Row("projective_n128", "Adaptive input n=128, projective", "define_transformer_lm_wiki103_projective_n128",
-            _ppl(None, None, None), settings=tlm_wiki103(128, "projective"),
-            small_args=_TLM_SMALL + ("--define-map-dim", "32")),
+            _ppl(None, None, None), small_args=_TLM_SMALL + ("--define-map-dim", "32")),
         Row("define_n128", "Adaptive input n=128 + DeFINE", "define_transformer_lm_wiki103_n128",
-            _ppl(None, None, None), settings=tlm_wiki103(128, "define"),
-            small_args=_TLM_SMALL + ("--define-map-dim", "32", "--define-expand-dim", "512")),
+            _ppl(None, None, None), small_args=_TLM_SMALL + ("--define-map-dim", "32", "--define-expand-dim", "512")),
     ),
 )
 
 TABLES: Dict[str, Table] = {t.id: t for t in (TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_5, TABLE_6, TABLE_7, TABLE_8,
                                               TABLE_TLM)}
-
-
-def table_architectures(*tables: Table) -> Dict[str, Tuple[str, Mapping[str, object]]]:
-    """``{arch: (docstring, settings)}`` of the rows of ``tables`` whose architecture this
-    plugin registers, in row order, for models/named_architectures.py; a row that reuses an
-    earlier row's architecture adds nothing."""
-    archs = {}
-    for table in tables:
-        for row in table.rows:
-            if row.settings is not None and row.arch not in archs:
-                archs[row.arch] = (f"{table.title}: {row.label}", dict(row.settings))
-    return archs
 
 
 def find_table(table_id: str) -> Table:
