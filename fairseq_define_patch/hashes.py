@@ -49,7 +49,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "68631b2fae98855d64b73459c4a6ab4b4308f0ed09ab8b2d4a4a08d599f66b1b",
+        "334882e2b0a6d1338a4b028a013d8a00d9cfe63b2270ed95f6e4430e0b09b26f",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -69,7 +69,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "949c5ca961ddb492fc87561d48e11a2c708f7b5627d1f9fd52b31da3944c9b34",
+        "3e281373b3f3ba4c31867de2966dd0199a1163abc239e5f7de4814ec81813999",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "7d31312c9dc5b3fea3b17fd02259fc642432132dc0f647d2da81ae037cefefb8",
+        "30154661d3c36358065e08b9bfddb92aec99161e9dc19d7e642aa57091c3646b",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -118,6 +118,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,
         "3b5efcbe4f381eba22bd7283a6c564567f524211119ca4f2fb5cda95fff383a3",
+    ),
+    "fairseq/_define_runtime/adaptive_bands.py": (
+        None,
+        "02e133d25e6c5dace95a827ff2462b8922f7af8e5ebcd8406d639747cd160b52",
     ),
     "fairseq/dataclass/configs.py": (
         "3bad79013565db4477ed859ce9778397588c9efaeb7eaaecee1911cc7409dde2",
@@ -245,7 +249,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "0cf13ec10bfaf5b827bfbee5ac05dff91aa2ef5aa70d15fe2224f2fb60d68668",
+        "ba1754bbd2b4b34582a45fbcbccae9232cf7531a8500e4f0e6c172791a0de8f8",
     ),
     "fairseq/models/fairseq_model.py": (
         "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
@@ -375,6 +379,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
         "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
     ),
+    "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py": (
+        "6edb4838ca94327d98b8d7a0925f8fffad2b744405be0bf4e20edb64247cd82a",
+        "c921c3ce1b80848457f86ae869eb3f7afd4f8f5d8ebc99e3744b0b895c7e6ad9",
+    ),
     "fairseq/dataclass/utils.py": (
         "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
         "beadbd4ec295d8358d9b77d93be9100c89ef5c048af049f34280a57576c473d6",
@@ -410,5 +418,13 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/data/dictionary.py": (
         "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",
         "479e5e95c292d826fc52b5cab9f435aca325a2d78475c473edc132303547ec33",
+    ),
+    "fairseq/modules/adaptive_input.py": (
+        "854c628e2039db47d3f140e6dc88ba73789ecc8780fa49fc8e71fb102d1a8d11",
+        "5892897dfca64543815c0dc90ff7784760fca0cea3a9dff46ceda7a458748894",
+    ),
+    "fairseq/modules/adaptive_softmax.py": (
+        "3a42ebf03542278cdd0d393e0cb86a1e8ce604ad57cd14d95d0f8eed92873e54",
+        "80e38515302509dc6a306c8475582633991003d942f442e10682b7a9780c0c27",
     ),
 }

@@ -82,3 +82,159 @@ MODEL_OVERRIDE_MISTAKES = [
                          ids=[repr(o) for _, o, _ in MODEL_OVERRIDE_MISTAKES])
 def test_model_overrides_are_checked_before_they_are_applied(lstm_checkpoint, path, overrides, expected):
     assert expected in one_line(lambda: overrides_of(LEGACY if path == "legacy" else lstm_checkpoint, overrides))
+
+
+def training_cfg(*flags):
+    """fairseq-train's config for ``flags`` (a stock Transformer; the data folder is not read)."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["DATA", "--arch", "transformer", "--optimizer", "adam",
+                                                "--max-tokens", "100", *flags])
+    return convert_namespace_to_omegaconf(args)
+
+
+# fairseq-train's numbers whose shape the range table cannot say, and ranges it lacked: (flags, the line)
+TRAINING_SHAPE_MISTAKES = [
+    (["--adam-betas", "x"], "--adam-betas 'x' is not two numbers: give two values in [0, 1)"),
+    (["--adam-betas", "(0.9,)"], "--adam-betas '(0.9,)' is not two numbers"),
+    (["--adam-betas", "(0.9, 0.98, 0.99)"], "is not two numbers"),
+    (["--optimizer", "adamax", "--adamax-betas", "0.9"], "--adamax-betas '0.9' is not two numbers"),
+    (["--seed", "-1"], "--seed -1 is not a seed: give a whole number from 0 to 4294967295"),
+    (["--seed", "4294967296"], "--seed 4294967296 is not a seed"),
+    (["--max-source-positions", "0"], "--max-source-positions 0 must be at least 1"),
+    (["--max-target-positions", "-3"], "--max-target-positions -3 must be at least 1"),
+    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0.5)", "--max-update", "10"],
+     "--phase-ratio (0.5, 0.5, 0.5) adds up to 1.5, not 1"),
+    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5)", "--max-update", "10"],
+     "--phase-ratio (0.5, 0.5) is not three fractions in [0, 1]"),
+    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.1, 0.4, 0.5)"], "--phase-ratio needs --max-update N"),
+    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0)", "--max-update", "10"],
+     "leaves no update of --max-update 10 to the decay phase"),
+    (["--lr-scheduler", "tri_stage"], "--lr-scheduler tri_stage needs --phase-ratio"),
+    (["--optimizer-overrides", "{'lr':"], "--optimizer-overrides \"{'lr':\" is not a dict of settings (SyntaxError)"),
+    (["--optimizer-overrides", "x"], "--optimizer-overrides 'x' is not a dict of settings (ValueError)"),
+    (["--optimizer-overrides", "{1: 2}"], "--optimizer-overrides '{1: 2}' is not a dict of settings by name"),
+]
+
+
+@pytest.mark.parametrize("flags,expected", TRAINING_SHAPE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_SHAPE_MISTAKES])
+def test_training_settings_of_the_wrong_shape(flags, expected):
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    assert expected in one_line(lambda: check_training_numbers(training_cfg(*flags)))
+
+
+@pytest.mark.parametrize("flags", [
+    ["--adam-betas", "(0.9, 0.98)", "--seed", "0", "--max-source-positions", "1"],
+    ["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.1, 0.2, 0.7)", "--max-update", "10"],  # 1.0000000000000002
+    ["--lr-scheduler", "tri_stage", "--warmup-steps", "2", "--decay-steps", "5"],
+    ["--optimizer-overrides", "{'lr': 1e-4}", "--seed", "4294967295"],
+], ids=lambda f: " ".join(f))
+def test_training_settings_of_the_right_shape_pass(flags):
+    from fairseq_define_patch.runtime.training_settings import check_training_numbers
+
+    check_training_numbers(training_cfg(*flags))
+
+
+def test_tri_stage_takes_phases_that_add_up_to_one_within_rounding():
+    """fairseq compared the sum with == 1: (0.1, 0.2, 0.7) was an AssertionError."""
+    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule
+
+    from omegaconf import OmegaConf
+
+    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRScheduleConfig
+
+    schedule = TriStageLRScheduleConfig(phase_ratio=(0.1, 0.2, 0.7), max_update=10, lr=[1.0])
+    from argparse import Namespace
+
+    from fairseq.optim.sgd import SGD
+
+    optimizer = SGD(Namespace(lr=[1.0], momentum=0.0, weight_decay=0.0), [torch.zeros(1, requires_grad=True)])
+    sched = TriStageLRSchedule(OmegaConf.structured(schedule), optimizer)
+    assert (sched.warmup_steps, sched.hold_steps, sched.decay_steps) == (1, 2, 7)
+    schedule.phase_ratio = (0.5, 0.5, 0.5)
+    assert "adds up to 1.5" in one_line(lambda: TriStageLRSchedule(OmegaConf.structured(schedule), optimizer))
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ({"betas": (0.9,)}, "--optimizer-overrides: betas (0.9,) is not two numbers"),
+    ({"betas": "x"}, "--optimizer-overrides: betas 'x' is not two numbers"),
+], ids=["one_beta", "not_numbers"])
+def test_optimizer_override_betas(overrides, expected):
+    from fairseq_define_patch.runtime.training_settings import check_optimizer_overrides
+
+    group = torch.optim.Adam([torch.zeros(2, requires_grad=True)]).param_groups[0]
+    assert expected in one_line(lambda: check_optimizer_overrides(group, overrides))
+
+
+@pytest.mark.parametrize("gpus,size,expected", [
+    (0, 2, "--distributed-world-size 2 needs 2 processes, and this machine has no GPU to start them on: start them "
+           "with torchrun (torchrun --nproc_per_node 2"),
+    (2, 4, "--distributed-world-size 4 is more than the 2 GPUs of this machine: lower it to 2"),
+], ids=["no_gpu", "fewer_gpus"])
+def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
+    """fairseq's single-node start (no torchrun, no Slurm) asserted the world size against the
+    GPUs: --cpu --distributed-world-size 2 without torchrun was an AssertionError."""
+    from omegaconf import OmegaConf
+
+    from fairseq.distributed import utils as distributed_utils
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(key, raising=False)
+    from fairseq.dataclass.configs import DistributedTrainingConfig
+
+    def cfg(size):
+        return OmegaConf.structured(DistributedTrainingConfig(distributed_world_size=size, tpu=False))
+
+    assert expected in one_line(lambda: distributed_utils.infer_init_method(cfg(size)))
+    distributed_utils.infer_init_method(cfg(gpus or 1))  # as many processes as GPUs: spawned
+
+
+def adaptive_input(vocab, cutoff, padding_idx=1):
+    from fairseq.modules import AdaptiveInput
+
+    return AdaptiveInput(vocab, padding_idx, 16, 2.0, 16, cutoff)
+
+
+def adaptive_softmax(vocab, cutoff):
+    from fairseq.modules import AdaptiveSoftmax
+
+    return AdaptiveSoftmax(vocab, 16, cutoff, 0.0)
+
+
+# fairseq's adaptive layers and the plugin's, built with cutoffs that cannot be: (builds, the line)
+ADAPTIVE_MISTAKES = [
+    ("softmax_beyond_vocab", lambda: adaptive_softmax(50, [10, 60]),
+     "--adaptive-softmax-cutoff 10,60 goes beyond the vocabulary of 50 words"),
+    ("input_beyond_vocab", lambda: adaptive_input(50, [10, 60]), "--adaptive-input-cutoff 10,60 goes beyond the vocabulary"),
+    ("input_below_padding", lambda: adaptive_input(50, [1, 20]),
+     "--adaptive-input-cutoff 1,20: the first band must hold the padding symbol (index 1)"),
+    ("softmax_not_increasing", lambda: adaptive_softmax(50, [20, 10]), "--adaptive-softmax-cutoff 20,10 must be increasing"),
+    ("plugin_below_padding", lambda: projected_input([1, 20], 2.0), "--adaptive-cutoff 1,20: the first band must hold"),
+    ("plugin_factor_1e308", lambda: projected_input([10, 20], 1e308), "--div-val 1e+308 for each of the 2 cutoffs leaves a band"),
+]
+
+
+def projected_input(cutoff, factor):
+    from fairseq_define.modules.lm.adaptive_io import ProjectedAdaptiveInput
+
+    return ProjectedAdaptiveInput(50, 1, 16, factor, 16, cutoff)
+
+
+@pytest.mark.parametrize("name,build,expected", ADAPTIVE_MISTAKES, ids=[m[0] for m in ADAPTIVE_MISTAKES])
+def test_adaptive_cutoffs_against_the_vocabulary_and_padding(name, build, expected):
+    assert expected in one_line(build)
+
+
+def test_adaptive_cutoffs_fairseq_takes_still_build():
+    """The last cutoff may equal the vocabulary (fairseq appends it otherwise)."""
+    assert adaptive_softmax(50, [10, 50]).cutoff == [10, 50] and adaptive_input(50, [10, 20]).cutoff == [10, 20, 50]
+
+
+def test_a_huge_factor_is_a_band_too_narrow():
+    from fairseq_define_patch.runtime.adaptive_bands import band_width
+
+    assert band_width(64, 4.0, 3) == 1 and band_width(64, 4.0, 4) == 0 and band_width(64, 1e308, 3) == 0

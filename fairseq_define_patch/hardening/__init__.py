@@ -4,6 +4,7 @@ exhaust memory, and writes are atomic. Each module is one fix: its reason and it
 every file it touches; the code it adds is a module of ``runtime/`` (CopiedModule)."""
 
 from . import (
+    adaptive_bands,
     batch_sizes,
     checkpoint_loading,
     checkpoint_writes,
@@ -42,6 +43,7 @@ GROUPS = (
     dictionary_files,
     output_links,
     eval_lm_settings,
+    adaptive_bands,
 )
 PATCHES = sum((group.PATCHES for group in GROUPS), ())
 # the runtime modules (CopiedModule) that the fixes' edits import

@@ -1,7 +1,8 @@
 """fairseq-train and fairseq-validate: no batch size, a training number out of range, or a
 precision the device cannot train in, gets one line before any worker starts; the values
 --optimizer-overrides puts into a resumed optimizer are checked as they are applied; a loss
-that goes to NaN ends in one line naming the update and what to try."""
+that goes to NaN ends in one line naming the update and what to try; tri_stage's phases and a
+world size that no launcher started get one line where fairseq asserted them."""
 
 from ..edits import CopiedModule, Edit, FilePatch
 
@@ -82,6 +83,35 @@ PATCHES = (
                 "            raise\n        except OverflowError as e:\n",
                 "            raise_divergence(self)  # (fairseq_define) one line: the update and what to try\n"
                 "        except OverflowError as e:\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py",
+        "tri_stage's phases: one line, a --phase-ratio sum within rounding of 1, a decay phase at least one update",
+        (
+            Edit(
+                "        if cfg.phase_ratio is not None:\n"
+                "            assert cfg.max_update > 0\n"
+                '            assert sum(cfg.phase_ratio) == 1, "phase ratios must add up to 1"\n',
+                "        from fairseq._define_runtime.training_settings import check_phase_ratio  # (fairseq_define)\n\n"
+                "        check_phase_ratio(cfg, cfg.max_update)  # one line; 0.1 + 0.2 + 0.7 adds up to 1\n"
+                "        if cfg.phase_ratio is not None:\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/distributed/utils.py",
+        "--distributed-world-size above the GPUs without torchrun: one line naming torchrun",
+        (
+            Edit(
+                "    assert (\n"
+                "        cfg.distributed_world_size <= torch.cuda.device_count()\n"
+                '    ), f"world size is {cfg.distributed_world_size} but have {torch.cuda.device_count()} available devices"\n',
+                "    from fairseq._define_runtime.training_settings import check_world_size  # (fairseq_define)\n\n"
+                "    check_world_size(cfg)  # one line naming torchrun\n",
             ),
         ),
     ),

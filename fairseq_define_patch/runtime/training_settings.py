@@ -8,10 +8,19 @@ killed the process with SIGFPE, --save-interval 0 trained an epoch and crashed b
 a word, and betas outside [0, 1) failed in a math domain error. Every optimizer's, schedule's
 and interval's number has a range here (_TRAINING_RANGES), in one table; the precision against
 the device is precision_devices.py's. Each model's own settings are checked where it is built.
+Settings whose shape the table cannot say are checked beside it: betas that are not two numbers
+(--adam-betas 'x' ended in a traceback once the optimizer was built, '(0.9,)' at the first
+update), tri_stage's --phase-ratio (an assertion, or a ZeroDivisionError without a decay
+phase), an --optimizer-overrides that is no dict (a SyntaxError from the resume), and a
+--distributed-world-size that no process launcher started (``check_world_size``, called by
+fairseq/distributed/utils.py where fairseq asserted it).
 """
 
 import argparse
+import ast
 import math
+import os
+import sys
 import typing
 
 from omegaconf import OmegaConf
@@ -21,7 +30,8 @@ from fairseq import UserError
 from .config_literals import parse_config_literal
 from .precision_devices import check_precision_device
 
-__all__ = ["check_optimizer_overrides", "check_training_numbers", "given_or_default", "in_range"]
+__all__ = ["check_optimizer_overrides", "check_phase_ratio", "check_training_numbers", "check_world_size",
+           "given_or_default", "in_range"]
 
 
 # (group, option, range, what the line says after "--flag VALUE"). Ranges: ">=0", ">0",
@@ -97,9 +107,18 @@ _TRAINING_RANGES = (
     ("common", "amp_scale_window", ">=1", "must be at least 1 (updates), or leave it unset"),
     ("common", "amp_batch_retries", ">=0", "is negative: give a number of retries of 0 or more"),
     ("common", "empty_cache_freq", ">=0", "is negative: give a number of updates, or 0 for never"),
+    ("common", "seed", "[0,4294967295]", "is not a seed: give a whole number from 0 to 4294967295 (2**32 - 1)"),
+    ("task", "max_source_positions", ">=1", "must be at least 1 (the longest source, in tokens, the model takes)"),
+    ("task", "max_target_positions", ">=1", "must be at least 1 (the longest target, in tokens, the model takes)"),
+    ("task", "tokens_per_sample", ">=1", "must be at least 1 (tokens per sample)"),
+    ("model", "max_source_positions", ">=1", "must be at least 1 (the longest source, in tokens, the model takes)"),
+    ("model", "max_target_positions", ">=1", "must be at least 1 (the longest target, in tokens, the model takes)"),
+    ("model", "tokens_per_sample", ">=1", "must be at least 1 (tokens per sample)"),
     ("criterion", "label_smoothing", ">=0", "is negative: give a label smoothing in [0, 1)"),
     ("criterion", "label_smoothing", "<1", "must be below 1 (0.1 is usual)"),
 )
+# optimizer settings that hold (beta1, beta2)
+_BETAS = ("adam_betas", "adamax_betas", "lamb_betas")
 # the groups whose every number must be finite
 _FINITE_GROUPS = ("optimization", "optimizer", "lr_scheduler", "criterion", "dataset", "checkpoint", "common")
 # what an optimizer's parameter group holds (the keys --optimizer-overrides sets), in the ranges above
@@ -162,6 +181,10 @@ def check_training_numbers(cfg):
             for v in _values(value):
                 if _number(v) and not math.isfinite(v):
                     raise UserError("{} {} is not a finite number: give a finite value".format(_flag(name), v))
+    optimizer = settings("optimizer")
+    for name in _BETAS:
+        if optimizer.get(name) is not None:
+            _check_betas(_flag(name), optimizer[name])
     for group, name, rule, why in _TRAINING_RANGES:
         for v in _values(settings(group).get(name, None)):
             if _number(v) and not in_range(rule, v):
@@ -173,7 +196,85 @@ def check_training_numbers(cfg):
     criterion, ddp = cfg.get("criterion", None), cfg.get("distributed_training", None)
     if getattr(criterion, "_name", None) == "adaptive_loss" and getattr(ddp, "ddp_backend", None) in ("c10d", "pytorch_ddp"):
         raise UserError("--criterion adaptive_loss needs fairseq's own DistributedDataParallel: add --ddp-backend legacy_ddp")
+    if getattr(cfg.get("lr_scheduler", None), "_name", None) == "tri_stage":
+        check_phase_ratio(cfg.lr_scheduler, settings("optimization").get("max_update"))
+    _parse_optimizer_overrides(settings("checkpoint").get("optimizer_overrides"))
     check_precision_device(cfg)
+
+
+def _check_betas(what, value):
+    """``value`` (a string such as "(0.9, 0.98)", or a list) holds two numbers; their range is
+    _TRAINING_RANGES's."""
+    try:
+        betas = parse_config_literal(value) if isinstance(value, str) else value
+    except UserError:  # not plain data: named below
+        betas = None
+    if OmegaConf.is_list(betas):
+        betas = list(betas)
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_number(b) for b in betas)):
+        raise UserError("{} {!r} is not two numbers: give two values in [0, 1), e.g. '(0.9, 0.98)'".format(
+            what, value if isinstance(value, str) else betas))
+
+
+def check_phase_ratio(sched, max_update):
+    """tri_stage's phases (fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py): --phase-ratio
+    three fractions of --max-update adding up to 1 (within rounding: fairseq compared the sum
+    with == and refused 0.1, 0.2, 0.7), or --warmup-steps, --hold-steps and --decay-steps; the
+    decay phase at least one update (its rate is divided by its length)."""
+    ratio = sched.get("phase_ratio", None) if hasattr(sched, "get") else getattr(sched, "phase_ratio", None)
+    if ratio is not None:
+        ratio = list(ratio) if OmegaConf.is_list(ratio) or isinstance(ratio, (list, tuple)) else [ratio]
+        if len(ratio) != 3 or not all(_number(r) and 0 <= r <= 1 for r in ratio):
+            raise UserError("--phase-ratio {} is not three fractions in [0, 1] (warmup, hold, decay): give e.g. "
+                            "'(0.1, 0.4, 0.5)'".format(tuple(ratio)))
+        if abs(sum(ratio) - 1) > 1e-6:
+            raise UserError("--phase-ratio {} adds up to {:g}, not 1: give the warmup, hold and decay shares of "
+                            "--max-update, e.g. '(0.1, 0.4, 0.5)'".format(tuple(ratio), sum(ratio)))
+        if not (_number(max_update) and max_update > 0):
+            raise UserError("--phase-ratio needs --max-update N: its phases are shares of the updates")
+        if int(max_update * ratio[2]) < 1:
+            raise UserError("--phase-ratio {} leaves no update of --max-update {} to the decay phase: give it a "
+                            "larger last share".format(tuple(ratio), max_update))
+    elif not (sched.get("decay_steps", 0) or 0) >= 1:
+        raise UserError("--lr-scheduler tri_stage needs --phase-ratio (e.g. '(0.1, 0.4, 0.5)' of --max-update), or "
+                        "--warmup-steps, --hold-steps and --decay-steps with --decay-steps at least 1")
+
+
+def _parse_optimizer_overrides(value):
+    """--optimizer-overrides as fairseq reads it on a resume (ast.literal_eval in
+    checkpoint_utils.load_checkpoint): a dict of names; its values are checked against the
+    resumed optimizer (check_optimizer_overrides)."""
+    if value is None or not isinstance(value, str):
+        return value
+    try:
+        overrides = ast.literal_eval(value)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as e:
+        raise UserError("--optimizer-overrides {!r} is not a dict of settings ({}): give e.g. \"{{'lr': 1e-4}}\"".format(
+            value, type(e).__name__)) from None
+    if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+        raise UserError("--optimizer-overrides {!r} is not a dict of settings by name: give e.g. \"{{'lr': 1e-4}}\"".format(
+            value))
+    return overrides
+
+
+def check_world_size(cfg):
+    """fairseq's start without torchrun or Slurm (fairseq/distributed/utils.py): one process a
+    GPU, so --distributed-world-size above the GPUs here (any, on a machine without one) has
+    processes nobody starts; fairseq asserted it. ``cfg`` is the distributed_training group."""
+    import torch
+
+    size, gpus = cfg.distributed_world_size, torch.cuda.device_count()
+    if size <= gpus:
+        return
+    tool = os.path.basename(sys.argv[0]) or "fairseq-train"
+    if gpus == 0:
+        raise UserError(
+            "--distributed-world-size {n} needs {n} processes, and this machine has no GPU to start them on: "
+            "start them with torchrun (torchrun --nproc_per_node {n} $(which {tool}) ... --cpu), or drop "
+            "--distributed-world-size".format(n=size, tool=tool))
+    raise UserError(
+        "--distributed-world-size {} is more than the {} GPU{} of this machine: lower it to {}, or start the "
+        "processes of several machines with torchrun".format(size, gpus, "" if gpus == 1 else "s", gpus))
 
 
 def check_optimizer_overrides(param_group, overrides):
@@ -187,6 +288,8 @@ def check_optimizer_overrides(param_group, overrides):
         if key not in param_group or key == "params":
             raise UserError("--optimizer-overrides names {!r}, which this optimizer does not have: "
                             "its settings are {}".format(key, ", ".join(known)))
+        if key == "betas":
+            _check_betas("--optimizer-overrides: betas", value)
         rule, why = _PARAM_GROUP_RANGES.get(key, (None, None))
         for v in _values(value):
             if _number(v) and not math.isfinite(v):

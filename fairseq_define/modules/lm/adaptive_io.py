@@ -25,8 +25,9 @@ def at_least_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
-def check_cutoff(cutoff: Optional[List[int]], vocab_size: int, flag: str) -> List[int]:
-    """Band boundaries, validated against the vocabulary; [] means one band (no clusters)."""
+def check_cutoff(cutoff: Optional[List[int]], vocab_size: int, flag: str, padding_idx: Optional[int] = None) -> List[int]:
+    """Band boundaries, validated against the vocabulary (and, with ``padding_idx``, the
+    first band holding the padding symbol: the patch's band_cutoffs); [] means one band."""
     cutoff = list(cutoff or [])
     if any(b <= a for a, b in zip([0] + cutoff, cutoff)):
         raise UserError(f"{flag} must be increasing positive integers, got {','.join(map(str, cutoff))}")
@@ -36,6 +37,10 @@ def check_cutoff(cutoff: Optional[List[int]], vocab_size: int, flag: str) -> Lis
             f"cutoff must be below {vocab_size} (drop the last value, or use cutoffs that fit "
             "this dictionary, e.g. about 10% and 40% of it)"
         )
+    if cutoff and padding_idx is not None:
+        from fairseq._define_runtime.adaptive_bands import band_cutoffs
+
+        band_cutoffs(cutoff, vocab_size, flag, padding_idx)
     return cutoff
 
 
@@ -47,13 +52,14 @@ class ProjectedAdaptiveInput(AdaptiveInput):
                  flags=("--adaptive-cutoff", "--div-val")):
         """``flags``: the model's names for the cutoffs and the factor, for error messages."""
         cutoff_flag, factor_flag = flags
-        cutoff = check_cutoff(cutoff, vocab_size, cutoff_flag)
-        narrowest = int(initial_dim // (factor ** len(cutoff)))  # as AdaptiveInput sizes band i
-        if narrowest < 1:
+        from fairseq._define_runtime.adaptive_bands import band_width
+
+        cutoff = check_cutoff(cutoff, vocab_size, cutoff_flag, padding_idx)
+        if band_width(initial_dim, factor, len(cutoff)) < 1:  # as AdaptiveInput sizes band i
             raise UserError(
                 f"the map width {initial_dim} divided by {factor_flag} {factor:g} for each of the "
                 f"{len(cutoff)} cutoffs leaves a band 0 dims wide; use a larger map "
-                f"(at least {int(factor ** len(cutoff))}), a smaller {factor_flag} or fewer cutoffs"
+                f"(at least {factor:g}**{len(cutoff)}), a smaller {factor_flag} or fewer cutoffs"
             )
         super().__init__(vocab_size, padding_idx, initial_dim, factor, output_dim, cutoff + [vocab_size])
         for band in self.embeddings:
