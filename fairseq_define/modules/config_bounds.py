@@ -4,7 +4,8 @@ positive, sizes that must be at least 1 or are far beyond any model this plugin 
 the declared type and choices of every setting (an override or a stored config bypasses
 argparse's own checks).
 
-The bounds are documented in docs/errors.md; this module is their one home.
+The bounds are documented in docs/errors.md; their values are rows of the patch's one table
+(fairseq_define_patch/runtime/size_bounds.py), read here through fairseq_define_patch.installed.
 """
 
 import dataclasses
@@ -13,19 +14,16 @@ import math
 import typing
 from argparse import Namespace
 
+from fairseq_define_patch.installed import add_neutral_model_settings, size_bound
+
 from ..errors import UserError
 
-# N: the paper's deepest unit has N = 11 (Table 1a); a unit of more Expand layers than this
-# is a typo (e.g. --define-depth 100000 would build for minutes before running out of memory).
-MAX_DEFINE_DEPTH = 64
-# n, k, m: the paper's widest layer is k = 1024; 65,536 is 64 times that.
-MAX_DEFINE_WIDTH = 65536
-# --define-row-bucket: 1,048,576 rows, 256 times the paper's 4,096 tokens a GPU; a larger
-# bucket only pads every batch with zero rows.
-MAX_ROW_BUCKET = 1 << 20
-# The largest vocabulary fairseq-define-params counts (WikiText-103 has 267,735 types).
-MAX_VOCAB_SIZE = 10_000_000
-
+# The bounds are rows of the one table of size bounds (fairseq_define_patch/runtime/size_bounds.py),
+# which the model budget reads too; each row says why its value.
+MAX_DEFINE_DEPTH = size_bound("define_depth")  # N
+MAX_DEFINE_WIDTH = size_bound("define_width")  # n, k, m
+MAX_ROW_BUCKET = size_bound("row_bucket")  # --define-row-bucket
+MAX_VOCAB_SIZE = size_bound("vocabulary")  # fairseq-define-params --vocab-size
 
 class ConfigRangeError(UserError, ValueError):
     """A setting outside its range; the message names the value and the range."""
@@ -141,6 +139,4 @@ NEUTRAL_MODEL_SETTINGS = (
 
 def register_neutral_model_settings() -> None:
     """Tell the patch's checkpoint checks which of the plugin's settings are neutral."""
-    from fairseq._define_runtime.checkpoint_fit import add_neutral_model_settings
-
     add_neutral_model_settings(*NEUTRAL_MODEL_SETTINGS)

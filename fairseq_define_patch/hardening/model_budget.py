@@ -1,15 +1,18 @@
 """A budget before any model is built: fairseq's sizes bounded, adaptive factors at least 1,
-and the parameters and position tables estimated and held to a limit
+and the parameters and position tables counted and held to a limit
 (--max-model-parameters or FAIRSEQ_DEFINE_MAX_PARAMETERS raises it), whatever the config came
 from: the command line, --model-overrides or a checkpoint's stored config
 (docs/checkpoints.md)."""
 
 from ..edits import CopiedModule, Edit, FilePatch, insert_before
 
-# The checks are runtime/model_budget.py (copied into fairseq); models.build_model, through
-# which the trainer, every tool and the hub build their models, calls them once the
-# architecture's defaults are filled in.
-COPIES = (CopiedModule("model_budget", "a model's sizes bounded and its parameters estimated before it is built"),)
+# The checks are runtime/model_budget.py, the bounds runtime/size_bounds.py (both copied into
+# fairseq); models.build_model, through which the trainer, every tool and the hub build their
+# models, calls them once the architecture's defaults are filled in.
+COPIES = (
+    CopiedModule("size_bounds", "the one table of size bounds, fairseq's and the plugin's"),
+    CopiedModule("model_budget", "a model's sizes bounded and its parameters counted before it is built"),
+)
 
 PATCHES = (
     FilePatch(

@@ -1,0 +1,70 @@
+"""The public way for a plugin (fairseq_define) into the code the patch adds to fairseq.
+
+The runtime modules run as ``fairseq._define_runtime.*``, the copies ``--apply`` installs; their
+tables and registries (the size bounds, the model budget's counters, the neutral settings of
+the checkpoint checks) are those copies' state, so a plugin must reach those copies and not
+import ``fairseq_define_patch.runtime`` (a second, unused set). Each function imports its
+module when called: fairseq may not be importable before the patch is applied.
+"""
+
+import importlib
+
+from .edits import RUNTIME_PACKAGE
+
+__all__ = ["add_neutral_model_settings", "add_parameter_limit", "check_state_dict", "disk_full",
+           "function_settings_that_differ", "mark_inference_only", "register_parameter_counter", "size_bound",
+           "stored_model_settings"]
+
+
+def _runtime(name):
+    return importlib.import_module(f"{RUNTIME_PACKAGE.replace('/', '.')}.{name}")
+
+
+def size_bound(kind):
+    """The largest value of a size of ``kind`` (runtime/size_bounds.py: the one table)."""
+    return _runtime("size_bounds").size_bound(kind)
+
+
+def register_parameter_counter(model_class, counter):
+    """Count the parameters of ``model_class``'s models with ``counter(settings, task)`` in the
+    model budget (runtime/model_budget.py), instead of building them on the meta device."""
+    _runtime("model_budget").register_parameter_counter(model_class, counter)
+
+
+def add_parameter_limit(parser, argv):
+    """--max-model-parameters on a tool's own parser (runtime/model_budget.py)."""
+    _runtime("model_budget").add_parameter_limit(parser, argv)
+
+
+def add_neutral_model_settings(*names):
+    """Settings the checkpoint checks never blame (runtime/checkpoint_fit.py)."""
+    _runtime("checkpoint_fit").add_neutral_model_settings(*names)
+
+
+def stored_model_settings(state):
+    """The model settings a checkpoint's ``state`` was saved with, as a dict; {} when it has
+    none (runtime/checkpoint_fit.py)."""
+    return _runtime("checkpoint_fit").stored_model_settings(state)
+
+
+def function_settings_that_differ(saved, here):
+    """[(name, saved value, value here)] of the settings both hold that change what the model
+    computes (runtime/checkpoint_fit.py)."""
+    return _runtime("checkpoint_fit").function_settings_that_differ(saved, here)
+
+
+def mark_inference_only(state, why):
+    """Mark a checkpoint's ``state`` for inference only (``why``): fairseq-train refuses to
+    resume or fine-tune from it (runtime/checkpoint_fit.py)."""
+    state.setdefault("extra_state", {})[_runtime("checkpoint_fit").INFERENCE_ONLY] = why
+
+
+def check_state_dict(expected, state_dict, **kwargs):
+    """Check a checkpoint's weights against ``expected`` (names, shapes, finite values), one
+    line naming the tensor (runtime/checkpoint_weights.py)."""
+    _runtime("checkpoint_weights").check_state_dict(expected, state_dict, **kwargs)
+
+
+def disk_full(exc):
+    """Whether ``exc`` is a full disk, as torch.save reports it too (runtime/checkpoint_writes.py)."""
+    return _runtime("checkpoint_writes").disk_full(exc)
