@@ -11,7 +11,7 @@ import importlib
 
 from .edits import RUNTIME_PACKAGE
 
-__all__ = ["add_neutral_model_settings", "add_parameter_limit", "check_state_dict", "disk_full",
+__all__ = ["add_neutral_model_settings", "add_parameter_limit", "check_state_dict", "disk_full", "float32_checked",
            "function_settings_that_differ", "mark_inference_only", "register_parameter_counter", "size_bound",
            "stored_model_settings"]
 
@@ -63,6 +63,12 @@ def check_state_dict(expected, state_dict, **kwargs):
     """Check a checkpoint's weights against ``expected`` (names, shapes, finite values), one
     line naming the tensor (runtime/checkpoint_weights.py)."""
     _runtime("checkpoint_weights").check_state_dict(expected, state_dict, **kwargs)
+
+
+def float32_checked(model, what="the model"):
+    """``model``'s weights checked finite, and a float32 copy of a half-precision model, for an
+    exact computation such as the export's probe (runtime/checkpoint_weights.py)."""
+    return _runtime("checkpoint_weights").float32_checked(model, what)
 
 
 def disk_full(exc):

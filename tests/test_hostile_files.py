@@ -889,15 +889,17 @@ def test_damaged_weights_are_named_by_the_export(tmp_path, capsys, edit, expecte
     assert not (tmp_path / "export.pt").exists()
 
 
-def test_another_dictionary_is_named_for_every_table_it_changes(tmp_path):
-    """Every table of the dictionary's rows differs: the dictionary, not a damaged file."""
+@pytest.mark.parametrize("changed,table", [(("en", "de"), "encoder.embed_tokens.map.weight"),
+                                           (("de",), "decoder.embed_tokens.map.weight")], ids=["both", "target"])
+def test_another_dictionary_is_named_for_every_table_it_changes(tmp_path, changed, table):
+    """Every table of a dictionary's rows differs: the dictionary, not a damaged file."""
     from fairseq import UserError
 
     path, overrides = nmt_checkpoint(tmp_path)
-    for name in ("dict.en.txt", "dict.de.txt"):
-        with open(tmp_path / name, "a", encoding="utf-8") as f:
+    for lang in changed:
+        with open(tmp_path / f"dict.{lang}.txt", "a", encoding="utf-8") as f:
             f.write("".join(f"extra{i} 1\n" for i in range(8)))
-    with pytest.raises(UserError, match=r"does not fit the data: encoder.embed_tokens.map.weight has 304 rows in the "
+    with pytest.raises(UserError, match=rf"does not fit the data: {table} has 304 rows in the "
                                         r"checkpoint but 312 here.*use the dictionary \(dict.\*.txt\)"):
         checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
 

@@ -119,14 +119,16 @@ def _check_shapes(expected, state_dict, dictionary_sizes, what, model):
     differ = [k for k, v in expected.items() if k in state_dict and state_dict[k].shape != v.shape]
     if not differ:
         return
-    # a table of the dictionary's rows: another dictionary, when no such table of the
-    # checkpoint has this dictionary's rows (else this table alone is wrong: damaged)
-    tables = [
-        k for k, v in expected.items()
-        if k in state_dict and v.dim() >= 1 and v.shape[0] in dictionary_sizes and state_dict[k].shape[1:] == v.shape[1:]
+    # tables of a dictionary's rows: another dictionary where every such table of the
+    # checkpoint has other rows (where one alone has, that table is wrong: damaged)
+    changed = [
+        tables for tables in (
+            [k for k, v in expected.items() if k in state_dict and v.dim() >= 1 and v.shape[0] == size]
+            for size in sorted(dictionary_sizes)
+        ) if tables and set(tables) <= set(differ)
     ]
-    if all(_rows_only(state_dict[k], expected[k]) for k in differ) and tables and set(tables) <= set(differ):
-        key = tables[0]
+    if changed and all(_rows_only(state_dict[k], expected[k]) for k in differ):
+        key = min((tables[0] for tables in changed), key=list(expected).index)
         raise CheckpointWeightsError(
             "dictionary", key,
             "{} has {:,} rows in the checkpoint but {:,} here: this run's dictionary (dict.*.txt) differs from the "
