@@ -9,7 +9,6 @@ import torch
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import fused_unit
 from fairseq_define.modules.define.embedding import set_unit_run
-from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients, scale_unit_gradients
 
 from .helpers import define_options
 
@@ -33,13 +32,9 @@ CASES = [
 ]
 
 
-def module_path(emb: DefineEmbedding, options) -> DefineEmbedding:
-    """``emb`` running its layers' modules, the stability settings as hooks."""
-    emb.unit.program = None
-    if options.unit_centring == "batch_mean":
-        emb.grad_centring = centre_unit_gradients(emb.unit)
-    scale_unit_gradients(emb.unit, options.unit_grad_scale)
-    return emb
+def module_path(emb: DefineEmbedding, options=None) -> DefineEmbedding:
+    """``emb`` running its layers' modules, the stability settings as hooks (path reference)."""
+    return set_unit_run(emb, path="reference")
 
 
 def out_and_grads(emb, tokens, weight):
@@ -159,3 +154,118 @@ def test_one_cast_of_all_parameters_equals_a_cast_each(case, monkeypatch):
 def test_parameters_already_in_the_dtype_are_not_copied():
     params = [torch.ones(2, 3, dtype=torch.bfloat16), None, torch.zeros(4, dtype=torch.bfloat16)]
     assert fused_unit.in_dtype(params, torch.bfloat16) is params
+
+
+@pytest.mark.parametrize("case", [dict(), dict(define_style="authors", define_max_groups=None)], ids=["paper", "authors"])
+def test_the_path_setting_moves_the_stability_settings_with_it(case, caplog):
+    """``path``: reference runs the modules with the stability settings as hooks, auto the
+    fast path with them in its backward; switched back and forth, the gradients stay the
+    same (the hooks go when the fast path takes over: no setting applied twice), and each
+    choice is logged with its reason."""
+    torch.manual_seed(0)
+    tokens, weight = torch.randint(2, 40, (4, 9)), torch.randn(4, 9, 32, dtype=torch.float64)
+    with caplog.at_level("INFO", logger="fairseq_define.modules.define.embedding"):
+        emb = DefineEmbedding(define_options(define_out_dim=32, **case), 40, 1, 32).double()
+    assert "training steps run the fast path (fused_unit.py; path auto)" in caplog.text
+    results = []
+    for path in ("auto", "reference", "auto"):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="fairseq_define.modules.define.embedding"):
+            set_unit_run(emb, path=path)
+        assert f"path {path}" in caplog.text
+        ran = []
+        hook = emb.unit.program_layers()[-1].register_forward_hook(lambda *a: ran.append(1))
+        emb.zero_grad(set_to_none=True)
+        results.append(out_and_grads(emb, tokens, weight))
+        hook.remove()
+        assert bool(ran) == (path == "reference")  # the modules ran, or the fast path
+        assert (emb.grad_centring is not None) == (path == "reference")
+    for out, grads in results[1:]:
+        torch.testing.assert_close(out, results[0][0], rtol=1e-10, atol=1e-10)
+        for name, grad in results[0][1].items():
+            torch.testing.assert_close(grads[name], grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("case,reason", [
+    (dict(define_transform="define_residual"), "the residual skip connection (define_residual)"),
+    (dict(define_transform="glt_shuffle"), "a feature shuffle (glt_shuffle)"),
+    (dict(define_dropout=0.1), "dropout inside the unit (--define-dropout)"),
+    (dict(define_style="authors", define_max_groups=None, define_dropout=0.1), "dropout inside the unit"),
+    (dict(define_transform="projective"), "a projective map"),
+])
+def test_a_unit_the_fast_path_does_not_take_says_why(case, reason, caplog):
+    with caplog.at_level("INFO", logger="fairseq_define.modules.define.embedding"):
+        DefineEmbedding(define_options(**case), 40, 1, 24)
+    assert f"the modules run every step (path auto: the fast path does not take {reason}" in caplog.text
+
+
+def test_an_unknown_path_is_refused():
+    from fairseq_define.modules.define.config import DefineConfigError
+
+    with pytest.raises(DefineConfigError, match="path must be one of auto, reference, got 'fast'"):
+        set_unit_run(DefineEmbedding(define_options(), 40, 1, 24), path="fast")
+
+
+# -- the fast path against the functional reference (fused_unit.unit_ref) ---------------------
+
+
+def ref_and_fast(emb, dtype, e_scale=3.0, layout=None, monkeypatch=None):
+    """(output, input gradient, parameter gradients) of the unit of ``emb`` on one batch,
+    through the reference and through the fast path, in ``dtype`` (float64 inputs cast)."""
+    unit = emb.unit
+    layers = unit.program_layers()
+    g = torch.Generator().manual_seed(1)
+    e = torch.randn(4, 9, unit.input_dim, generator=g, dtype=torch.float64)  # [B, T, n]
+    weight = torch.randn(4, 9, unit.output_dim, generator=g, dtype=torch.float64)
+    results = {}
+    for name in ("ref", "fast"):
+        params = [None if p is None else p.detach().to(dtype).requires_grad_()
+                  for layer in layers for p in fused_unit.params_of(layer)]
+        x = e.to(dtype).requires_grad_()
+        if name == "ref":
+            out = fused_unit.unit_ref(unit.program, params, x, e_scale)
+        else:
+            out = fused_unit.FusedUnitFunction.apply(unit.program, False, None, x.numel() // x.shape[-1], 1.0, e_scale,
+                                                     x, *params)
+        (out.double() * weight).sum().backward()
+        results[name] = [out.detach().double(), x.grad.double()] + [p.grad.double() for p in params if p is not None]
+    return results["ref"], results["fast"]
+
+
+def tiny_unit(case, dtype=torch.float64):
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_out_dim=32, **case), 40, 1, 32).to(dtype)
+    with torch.no_grad():
+        for name, p in emb.named_parameters():  # non-trivial norms and biases
+            if "norm" in name or "bias" in name:
+                p.normal_(0, 0.5)
+    return emb
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("layout", ["cpu", "cuda", "per-group"], ids=lambda v: f"{v}-layout")
+def test_the_fast_path_equals_the_reference_in_float64(case, layout, monkeypatch):
+    """Outputs, the map output's gradient and every parameter's gradient of the fast path
+    against autograd through the reference (the stability settings off: they are the
+    modules' test above), in each matmul layout, with the map's scale folded or not."""
+    monkeypatch.setattr(fused_unit, "writes_strided", lambda device: layout == "cuda")
+    monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
+    ref, fast = ref_and_fast(tiny_unit(case), torch.float64)
+    assert len(ref) == len(fast)
+    for i, (a, b) in enumerate(zip(fast, ref)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11, msg=f"tensor {i}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_the_fast_path_in_half_precision_errs_as_the_reference_does(case, dtype):
+    """In bfloat16 (and float16), the fast path's output and gradients are as far from the
+    reference in float32 as the reference in the same dtype is: within a small multiple (3)
+    of the reference's own error, as flash-attention's kernels are held to theirs (relative
+    error over each tensor; the worst case here is about 2)."""
+    emb = tiny_unit(case, torch.float32)
+    ref32, _ = ref_and_fast(emb, torch.float32)
+    ref_low, fast_low = ref_and_fast(emb, dtype)
+    for i, (f, r, exact) in enumerate(zip(fast_low, ref_low, ref32)):
+        err_fast, err_ref = (((t - exact).norm() / exact.norm()).item() for t in (f, r))
+        assert err_fast <= 3 * err_ref + 1e-6, (i, err_fast, err_ref)

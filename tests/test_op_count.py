@@ -73,11 +73,7 @@ def test_the_counter_sees_what_the_modules_dispatch():
     the hooks' own and the layout copies."""
     emb = OPS.build("paper", "define", "plain", *SHAPES["NMT"], vocab=200)
     fused = sum(OPS.step_ops(emb, torch.randint(4, 200, (4, 16)), "cpu").values())
-    from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients, scale_unit_gradients
-
-    emb.unit.program = None
-    centre_unit_gradients(emb.unit)
-    scale_unit_gradients(emb.unit, 0.01)
+    set_unit_run(emb, path="reference")  # the modules, with the stability hooks
     hooked = sum(OPS.step_ops(emb, torch.randint(4, 200, (4, 16)), "cpu").values())
     assert hooked > 1.5 * fused, (hooked, fused)
 

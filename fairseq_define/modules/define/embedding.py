@@ -15,6 +15,7 @@ from fairseq.modules import FairseqDropout
 
 from ..config_bounds import MAX_ROW_BUCKET, check_size
 from .config import DefineConfigError
+from .fused_unit import PATHS, describe_path
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
 from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, log_stability, scale_unit_gradients
@@ -80,24 +81,43 @@ class DefineEmbedding(nn.Module):
         self.token_path = "auto"
         self.row_bucket = 0
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
-        self.grad_centring = None
+        self.grad_centring = None  # the centring hooks' counts, where hooks carry the stability settings
+        self.stability = None  # (centring, grad scale) of a deep unit; the projective baseline trains as is
+        self._stability_hooks = None  # the hooks' handles
         if options.cached_table:
             self.unit = None
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
             self.unit = build_unit(options, self.schedule)
             self.cached_table = None
-            if self.schedule.layer_out:  # a deep unit; the projective baseline trains as is
+            if self.schedule.layer_out:
                 centring = options.unit_centring == "batch_mean"
                 if centring and self.map_device().type != "meta":  # (built to count parameters)
                     centre_reduce_bias(self.unit, self.map_outputs_at_init())
-                if self.unit.program is not None:  # the fused path's backward applies both
-                    self.unit.grad_centring, self.unit.grad_scale = centring, options.unit_grad_scale
-                    log_stability(self.unit, centring, options.unit_grad_scale)
-                else:  # hooks on the modules' autograd graph
-                    if centring:
-                        self.grad_centring = centre_unit_gradients(self.unit)  # before the scale
-                    scale_unit_gradients(self.unit, options.unit_grad_scale)
+                self.stability = (centring, options.unit_grad_scale)
+            self.route_stability()
+            logger.info("DeFINE unit: %s", describe_path(self.unit))
+
+    def route_stability(self):
+        """Hand the stability settings (docs/stability.md) to where the unit's gradients are
+        computed, as its path says (fused_unit.describe_path): the fast path's backward, or
+        hooks on the modules' autograd graph (stability/unit_grad_scale.py)."""
+        if self.unit is None or self.stability is None:
+            return
+        centring, scale = self.stability
+        if self.unit.path == "auto" and self.unit.program is not None:
+            if self._stability_hooks is not None:
+                for handle in self._stability_hooks:
+                    handle.remove()
+                self._stability_hooks, self.grad_centring = None, None
+            self.unit.grad_centring, self.unit.grad_scale = centring, scale
+            log_stability(self.unit, centring, scale)
+        elif self._stability_hooks is None:
+            self.unit.grad_centring, self.unit.grad_scale = False, 1.0
+            self._stability_hooks = []
+            if centring:  # before the scale
+                self.grad_centring = centre_unit_gradients(self.unit, self._stability_hooks)
+            scale_unit_gradients(self.unit, scale, self._stability_hooks)
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -260,12 +280,16 @@ TOKEN_PATHS = ("auto", "unique", "plain")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def set_unit_run(module: nn.Module, token_path: Optional[str] = None, compile_mode: Optional[str] = None,
-                 row_bucket: Optional[int] = None) -> nn.Module:
+def set_unit_run(module: nn.Module, path: Optional[str] = None, token_path: Optional[str] = None,
+                 compile_mode: Optional[str] = None, row_bucket: Optional[int] = None) -> nn.Module:
     """How every DeFINE embedding of ``module`` (one, or a model holding them) runs its unit,
     for the benchmarks and tests that measure it (docs/benchmarks.md; no model setting: no
     recipe gains from them yet). None leaves a setting as it is.
 
+    - ``path``: ``auto`` (every unit's) runs a training step through the fast path
+      (fused_unit.py) where it takes the unit, else the modules (unit.py, unit_authors.py,
+      group_linear.py); ``reference`` runs the modules always, with the stability settings as
+      hooks (the same function and gradients: tests/test_fused_unit.py); logged;
     - ``token_path``: ``unique`` runs the unit once per distinct token of the batch and
       gathers the rows (the same outputs and gradients, less work; taken only without active
       dropout in the embedding), ``plain`` once per position, ``auto`` (an embedding's
@@ -279,6 +303,8 @@ def set_unit_run(module: nn.Module, token_path: Optional[str] = None, compile_mo
       changes no output and no gradient (:func:`pad_rows`).
 
     Returns ``module``."""
+    if path is not None and path not in PATHS:
+        raise DefineConfigError(f"path must be one of {', '.join(PATHS)}, got {path!r}")
     if token_path is not None and token_path not in TOKEN_PATHS:
         raise DefineConfigError(f"token_path must be one of {', '.join(TOKEN_PATHS)}, got {token_path!r}")
     if compile_mode is not None and compile_mode not in COMPILE_MODES:
@@ -289,6 +315,10 @@ def set_unit_run(module: nn.Module, token_path: Optional[str] = None, compile_mo
         check_size("row_bucket", "row_bucket", row_bucket, MAX_ROW_BUCKET)
     embeddings = [m for m in module.modules() if isinstance(m, DefineEmbedding)]
     for emb in embeddings:
+        if path is not None and emb.unit is not None:
+            emb.unit.path = path
+            emb.route_stability()
+            logger.info("DeFINE unit: %s", describe_path(emb.unit))
         if token_path is not None:
             emb.token_path = token_path
         if row_bucket is not None:

@@ -1,31 +1,36 @@
-"""The DeFINE unit's training step as one autograd Function: the same function and gradients
-as the layers' modules (paper sections 3.1-3.3; the authors' unit too), in a fraction of the
-kernels (issue 40; docs/define_unit.md, "Kernels").
+"""The DeFINE unit's training step, written as flash-attention's Triton layer norm is: a short
+functional reference of the unit (:func:`unit_ref`, the paper's equations for both styles),
+then the fast path that computes the same function and gradients in a fraction of the
+kernels (:func:`run_forward`, :func:`run_backward`), then the autograd Function that joins
+them to autograd, and which of the fast path and the modules a unit runs (its ``path``).
 
-What the modules' autograd graph spends kernels on, and what this path does instead:
+A unit's layers, in either style, are a program of :class:`Step` s (the units' ``_program``);
+the reference and the fast path both read it. What the modules' autograd graph spends kernels
+on, and what the fast path does instead (docs/define_unit.md, "Kernels"):
 
 - a group linear layer computes [g, T, out/g] and copies it to [T, out] (and its input
-  gradient back): here the batched matmul writes the [T, out] layout directly (``out=`` a
-  strided view of one buffer), forward and backward;
-- the split-and-mix of section 3.3 is one ``cat`` of [T, g, n/g] and [T, g, w/g] views (as
-  before), but its gradient is never copied back: the input's share is added in place into
-  the input's gradient, the previous output's share is read where it lies;
+  gradient back): here the grouped matmul writes the [T, out] layout where the device lets it,
+  in a layout decided once a call (:func:`grouped_layout`) and handed to :func:`grouped_mm`;
+- the split-and-mix of section 3.3 is one ``cat`` of [T, g, n/g] and [T, g, w/g] views, but
+  its gradient is never copied back: the input's share is added in place into the input's
+  gradient, the previous output's share is read where it lies;
 - ``--define-unit-centring batch_mean`` centres the output gradient in the weight's gradient,
   sum_t x_t (g_t - c_t s / P)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
   gradient s it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
   every parameter gradient of the unit: the maths of stability/gradients.py, which the hooks
   of stability/unit_grad_scale.py call too, inside the backward (docs/stability.md).
 
-A unit takes this path when its layers are plain feed-forward steps (skip none, mix or
-concat; no shuffle, no dropout; the units' ``_program``) and gradients are on (under autocast,
-all of it in autocast's dtype); otherwise its modules run (with the hooks for the stability
-settings).
+A unit takes the fast path when its path is ``auto`` (the default), its layers are plain
+feed-forward steps (skip none, mix or concat; no shuffle, no dropout) and gradients are on
+(under autocast, all of it in autocast's dtype); otherwise its modules run, with the hooks for
+the stability settings (:func:`describe_path` says which, and why).
 """
 
 from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from ..stability.gradients import centre, scale as scale_gradients
 from .activations import ACTIVATIONS
@@ -49,20 +54,29 @@ class Step(NamedTuple):
     activation: str  # a name in activations.py's ACTIVATIONS
 
 
-def step_of(layer: nn.Module, name: str, mode: str, sources, widths, activation: str = "linear") -> Optional[Step]:
-    """The step of a layer (an ExpandLayer or AuthorsLayer; or a GroupLinear alone), None
-    where this path cannot run it."""
+def why_not_fused(layer: nn.Module, activation: str = "linear") -> Optional[str]:
+    """Why the fast path cannot run a layer (an ExpandLayer or AuthorsLayer; or a GroupLinear
+    alone), None where it can."""
     transform = getattr(layer, "transform", layer)
     if getattr(transform, "shuffle", False):
-        return None
+        return "a feature shuffle (glt_shuffle)"
     dropout = getattr(layer, "dropout", None)
     if dropout is not None and dropout.p > 0:
-        return None
+        return "dropout inside the unit (--define-dropout)"
     norm = getattr(layer, "norm", None)
     if norm is not None and (len(norm.normalized_shape) != 1 or not norm.elementwise_affine):
-        return None
+        return "a norm other than an affine LayerNorm over each group or layer"
     if activation not in ACTIVATIONS:
+        return f"the activation {activation!r}"
+    return None
+
+
+def step_of(layer: nn.Module, name: str, mode: str, sources, widths, activation: str = "linear") -> Optional[Step]:
+    """The step of a layer (:func:`why_not_fused`: None where this path cannot run it)."""
+    if why_not_fused(layer, activation) is not None:
         return None
+    transform = getattr(layer, "transform", layer)
+    norm = getattr(layer, "norm", None)
     return Step(name, mode, tuple(sources), tuple(widths), transform.groups, transform.out_features,
                 norm.normalized_shape[0] if norm is not None else 0, norm.eps if norm is not None else 0.0,
                 activation)
@@ -74,6 +88,47 @@ def params_of(layer: nn.Module):
     norm = getattr(layer, "norm", None)
     return [transform.weight, transform.bias,
             norm.weight if norm is not None else None, norm.bias if norm is not None else None]
+
+
+# -- the reference --------------------------------------------------------------------------
+
+
+def unit_ref(program, params, e: torch.Tensor, e_scale: float = 1.0) -> torch.Tensor:
+    """The unit's output [*, m] for e_scale * e (e [*, n], the map output), in plain torch
+    operators (autograd gives its gradients); ``params``: four a step (:func:`params_of`).
+
+    Every step is y = act(LN(F_G(x) + b)), F_G the group linear map of appendix A.1 (the
+    input cut into g chunks, chunk j times its own W_j), LN over each group or the layer
+    (none where the unit has no norm), and x one source, two concatenated, or two split and
+    mixed (section 3.3: [a_1, b_1, a_2, b_2, ...], chunk j of each beside the other):
+
+    - paper style (sections 3.1-3.3): h_1 = step(e); h_l = step(mix(e, h_(l-1))) for
+      ``define`` (cat for ``define_nomix``, h_(l-1) alone for ``hgt``/``glt``/``linear``);
+      out = F_R([h_N; e]), Reduce with no norm or activation (without Reduce: h_N);
+    - authors style (their DeFINE mode): x = step(e), a Linear n -> m/2; h_1 = step(x);
+      h_l = step(mix(x, h_(l-1))); out = step([x; h_N]), per-group LayerNorms throughout.
+    """
+    values = {"e": e * e_scale}
+    for i, step in enumerate(program):
+        w, b, nw, nb = params[4 * i: 4 * i + 4]
+        a = values[step.sources[0]]
+        if step.mode == "one":
+            x = a
+        elif step.mode == "cat":
+            x = torch.cat([a, values[step.sources[1]]], dim=-1)  # [*, in]
+        else:
+            b2 = values[step.sources[1]]
+            x = torch.cat([a.unflatten(-1, (step.groups, -1)), b2.unflatten(-1, (step.groups, -1))], dim=-1).flatten(-2)
+        z = torch.einsum("...gi,gio->...go", x.unflatten(-1, (step.groups, -1)), w).flatten(-2)  # [*, out]
+        if b is not None:
+            z = z + b
+        if step.norm_dim:
+            z = F.layer_norm(z.unflatten(-1, (-1, step.norm_dim)), (step.norm_dim,), nw, nb, step.eps).flatten(-2)
+        values[step.name] = ACTIVATIONS[step.activation].forward(z)  # [*, out]
+    return values[program[-1].name]
+
+
+# -- the fast path -------------------------------------------------------------------------
 
 
 def _activate(step: Step, n: torch.Tensor) -> torch.Tensor:
@@ -126,10 +181,8 @@ def writes_strided(device: torch.device) -> bool:
 
 
 # rows from which the CPU runs a grouped layer's product as one gemm a group, written into the
-# group's columns of the [T, w] layout (BLAS takes the row stride): at 8192 rows the batched
-# kernel into a contiguous buffer and the copy that reorders it cost 10-25% more (up to 4x
-# for 8-wide groups), the copy's memory traffic; at 2048 the two are within a few percent,
-# and below, the calls a group cost more than they save (docs/benchmarks.md, 1a)
+# group's columns of the [T, w] layout (BLAS takes the row stride): there the batched kernel's
+# copy into that layout costs more than the calls a group (docs/benchmarks.md, 1a)
 PER_GROUP_ROWS = 2048
 
 
@@ -140,14 +193,21 @@ def per_group(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and not torch.compiler.is_compiling() and t.shape[0] >= PER_GROUP_ROWS
 
 
-def one_buffer_each(t: torch.Tensor) -> bool:
-    """Whether each grouped layer's output and input gradient get a buffer of their own
-    instead of a slice of one for all (fewer allocator calls): where the CPU runs per group
-    (:func:`per_group`), the one buffer is large (71 MB for the paper's NMT unit at 8192
-    rows), and glibc maps a block of more than 32 MB afresh from the system at every
-    allocation, where it reuses smaller ones from its heap (4-5% of the NMT and LSTM units'
-    time at 8192 rows)."""
-    return per_group(t)
+# the layouts of a grouped matmul's [T, w] operands (grouped_layout)
+PER_GROUP = "per_group"  # one gemm a group into its columns (the CPU from PER_GROUP_ROWS rows)
+STRIDED = "strided"  # one batched matmul writing strided views (CUDA)
+COPY = "copy"  # one batched matmul into contiguous memory, then a copy (the CPU; compiled: fused)
+
+
+def grouped_layout(t: torch.Tensor) -> str:
+    """The layout of every grouped matmul of a call on [T, w] tensors like ``t``, decided once
+    (:func:`per_group`, :func:`writes_strided`). Where it is :data:`PER_GROUP`, each grouped
+    layer's output and input gradient also gets a buffer of its own rather than a slice of one
+    for all: that one buffer would be large, and glibc maps large blocks afresh at every
+    allocation (docs/benchmarks.md, 1a)."""
+    if per_group(t):
+        return PER_GROUP
+    return STRIDED if writes_strided(t.device) else COPY
 
 
 def _columns(t: torch.Tensor, groups: int, j: int) -> torch.Tensor:
@@ -156,10 +216,48 @@ def _columns(t: torch.Tensor, groups: int, j: int) -> torch.Tensor:
     return t[:, j * width: (j + 1) * width]
 
 
+def grouped_mm(layout: str, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, bias: Optional[torch.Tensor] = None,
+               alpha: float = 1.0, beta: float = 0.0) -> torch.Tensor:
+    """out = beta out + alpha F_G(x) + bias, written into ``out`` [T, o] in ``layout``: x [T, i]
+    read as g groups, w [g, i/g, o/g]; beta is 0 (out's contents are not read) where there
+    is a bias."""
+    g = w.shape[0]
+    if layout == PER_GROUP:
+        for j in range(g):
+            xj, oj = _columns(x, g, j), _columns(out, g, j)  # [T, i/g], [T, o/g]
+            if beta:
+                oj.addmm_(xj, w[j], beta=beta, alpha=alpha)
+            elif bias is None:
+                torch.addmm(oj, xj, w[j], beta=0, alpha=alpha, out=oj)
+            else:
+                torch.addmm(bias.view(g, -1)[j], xj, w[j], alpha=alpha, out=oj)
+        return out
+    xg = _group_view(x, g)  # [g, T, i/g]
+    if layout == STRIDED:
+        og = _group_view(out, g)  # [g, T, o/g]
+        if beta:
+            og.baddbmm_(xg, w, beta=beta, alpha=alpha)
+        elif bias is not None:
+            torch.baddbmm(bias.view(g, 1, -1), xg, w, alpha=alpha, out=og)
+        elif alpha != 1.0:
+            torch.baddbmm(og, xg, w, beta=0, alpha=alpha, out=og)
+        else:
+            torch.bmm(xg, w, out=og)
+        return out
+    y = torch.bmm(xg, w) if bias is None else torch.baddbmm(bias.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, o/g]
+    if beta:
+        (out.mul_(beta) if beta != 1.0 else out).view(out.shape[0], g, -1).add_(y.transpose(0, 1), alpha=alpha)
+        return out
+    _group_view(out, g).copy_(y)
+    if bias is None and alpha != 1.0:
+        out.mul_(alpha)
+    return out
+
+
 def splits(program, i: int) -> bool:
     """Whether step i, reading two sources, runs as one gemm a group and source on the
     per-group path, without their concatenation (the mixer's ``cat`` and its gradient's
-    split: memory traffic that cost 5-13% of a Reduce layer at 8192 rows): a mix, or a
+    split: memory traffic, docs/benchmarks.md, 1a): a mix, or a
     one-group cat; and the unit's input is step 0's input, where the backward finds it."""
     step = program[i]
     return ((step.mode == "mix" or step.mode == "cat" and step.groups == 1)
@@ -195,29 +293,16 @@ def _group_gemms(groups: int, parts, w: torch.Tensor, b: Optional[torch.Tensor],
     return z
 
 
-def _linear(step: Step, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], z: Optional[torch.Tensor],
-            alpha: float = 1.0):
-    """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] slice of a
-    buffer) through a strided view, so no copy reorders [g, T, out/g] into [T, out]."""
+def _linear(step: Step, layout: str, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor],
+            z: Optional[torch.Tensor], alpha: float = 1.0):
+    """alpha F_G(x) + b [T, out]; a grouped layer writes into ``z`` (a [T, out] buffer, or a
+    slice of one) in ``layout``, so no copy reorders [g, T, out/g] into [T, out] where the
+    layout avoids it."""
     if step.groups == 1:
         if b is None:
             return torch.mm(x, w[0])  # [T, out] (alpha is 1 here: folds_input_scale)
         return torch.addmm(b, x, w[0], alpha=alpha)  # [T, out]
-    if per_group(z):
-        return _group_gemms(step.groups, [(x, slice(None))], w, b, z, alpha)
-    g, xg, zg = step.groups, _group_view(x, step.groups), _group_view(z, step.groups)  # [g, T, in/g], [g, T, out/g]
-    if not writes_strided(z.device):
-        y = torch.bmm(xg, w) if b is None else torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha)  # [g, T, out/g]
-        zg.copy_(y)
-        if b is None and alpha != 1.0:
-            z.mul_(alpha)
-    elif b is not None:
-        torch.baddbmm(b.view(g, 1, -1), xg, w, alpha=alpha, out=zg)
-    elif alpha != 1.0:
-        torch.baddbmm(zg, xg, w, beta=0, alpha=alpha, out=zg)  # beta=0: z's contents are not read
-    else:
-        torch.bmm(xg, w, out=zg)
-    return z
+    return grouped_mm(layout, x, w, z, b, alpha)
 
 
 def folds_input_scale(program, params) -> bool:
@@ -228,15 +313,16 @@ def folds_input_scale(program, params) -> bool:
             and (first.groups > 1 or params[1] is not None))
 
 
-def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
-    """The unit on e_scale * e2 (e2 [T, n]); with ``keep`` also what the backward reads."""
+def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, layout: Optional[str] = None):
+    """The unit on e_scale * e2 (e2 [T, n]); with ``keep`` also what the backward reads;
+    ``layout``: of the grouped matmuls (default :func:`grouped_layout`)."""
     T = e2.shape[0]
+    layout = grouped_layout(e2) if layout is None else layout
     fold = e_scale != 1.0 and folds_input_scale(program, params)
     values = {"e": e2 if fold or e_scale == 1.0 else e2 * e_scale}
     saved = []
-    split = per_group(e2)
     grouped = [s.out for s in program if s.groups > 1]
-    buffer = e2.new_empty(T * sum(grouped)) if grouped and not one_buffer_each(e2) else None  # every grouped layer's output
+    buffer = e2.new_empty(T * sum(grouped)) if grouped and layout != PER_GROUP else None  # every grouped layer's output
     offset = 0
     for i, step in enumerate(program):
         w, b, nw, nb = params[4 * i: 4 * i + 4]
@@ -247,13 +333,13 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool):
             z = buffer[offset: offset + T * step.out].view(T, step.out)
             offset += T * step.out
         alpha = e_scale if (fold and i == 0) else 1.0
-        if split and splits(program, i):
+        if layout == PER_GROUP and splits(program, i):
             x = None  # the backward reads the sources
             z = e2.new_empty(T, step.out) if z is None else z
             z = _group_gemms(step.groups, _parts(step, [values[s] for s in step.sources]), w, b, z, alpha)  # [T, out]
         else:
             x = _layer_input(step, values)
-            z = _linear(step, x, w, b, z, alpha)  # [T, out]
+            z = _linear(step, layout, x, w, b, z, alpha)  # [T, out]
         mean = rstd = None
         n = z
         if step.norm_dim:
@@ -288,9 +374,11 @@ def _accumulates(program, i: int) -> bool:
 
 
 def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool, counts: Optional[torch.Tensor],
-                 positions: int, grad_scale: float, e_scale: float):
-    """The gradients of e2 and of every parameter (``params``' order) from ``grad_out`` [T, m]."""
+                 positions: int, grad_scale: float, e_scale: float, layout: Optional[str] = None):
+    """The gradients of e2 and of every parameter (``params``' order) from ``grad_out`` [T, m];
+    ``layout``: the forward's (default :func:`grouped_layout`)."""
     T = grad_out.shape[0]
+    layout = grouped_layout(grad_out) if layout is None else layout
     fold = e_scale != 1.0 and folds_input_scale(program, params)
     grads = {program[-1].name: grad_out}
     param_grads = [None] * len(params)
@@ -298,7 +386,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
     # the input gradients that grouped layers write in the [T, in] layout: one buffer
     widths = [sum(step.widths) if step.groups > 1 and not _accumulates(program, i) and saved[i][0] is not None else 0
               for i, step in enumerate(program)]
-    buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) and not one_buffer_each(grad_out) else None
+    buffer = grad_out.new_empty(T * sum(widths)) if sum(widths) and layout != PER_GROUP else None
     offsets = [sum(widths[:i]) * T for i in range(len(program))]
     for i in reversed(range(len(program))):
         step = program[i]
@@ -332,7 +420,7 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         if sources is not None:
             _split_input_backward(step, w, gz, grads, sources)
         else:
-            _input_backward(program, i, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
+            _input_backward(program, i, layout, w, gz, x, grads, gx, e_scale if i == 0 else 1.0)
         gc = gz
         if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
             # in place where gz is this backward's own: a norm's or an activation's gradient, or gy
@@ -384,7 +472,7 @@ def _split_input_backward(step: Step, w: torch.Tensor, gz: torch.Tensor, grads, 
         grads[name] = into if acc is None or into is acc else into.add_(acc.reshape(into.shape))
 
 
-def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch.Tensor, grads,
+def _input_backward(program, i: int, layout: str, w: torch.Tensor, gz: torch.Tensor, x: torch.Tensor, grads,
                     gx: Optional[torch.Tensor], alpha: float) -> None:
     """The gradient of step i's input (times ``alpha``, and the source's gradient so far too),
     shared out to its sources: a single source's existing gradient takes it in place, a
@@ -399,14 +487,8 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
         if acc.dim() == 2 and acc.stride(1) == 1:
             if g == 1:
                 acc.addmm_(gz, w[0].t(), beta=alpha, alpha=alpha)
-            elif per_group(acc):
-                for j in range(g):
-                    _columns(acc, g, j).addmm_(_columns(gz, g, j), w[j].t(), beta=alpha, alpha=alpha)
-            elif writes_strided(acc.device):
-                _group_view(acc, g).baddbmm_(_group_view(gz, g), w.transpose(1, 2), beta=alpha, alpha=alpha)
             else:
-                y = torch.bmm(_group_view(gz, g), w.transpose(1, 2))  # [g, T, in/g]
-                (acc.mul_(alpha) if alpha != 1.0 else acc).view(T, g, -1).add_(y.transpose(0, 1), alpha=alpha)
+                grouped_mm(layout, gz, w.transpose(1, 2), acc, alpha=alpha, beta=alpha)  # [T, in]
             return
         after, alpha = alpha, 1.0
         gx = None if g == 1 else gz.new_empty(T, sum(step.widths))
@@ -414,19 +496,7 @@ def _input_backward(program, i: int, w: torch.Tensor, gz: torch.Tensor, x: torch
         # [T, in]; beta=0: x only lends its shape
         gx = torch.mm(gz, w[0].t()) if alpha == 1.0 else torch.addmm(x, gz, w[0].t(), beta=0, alpha=alpha)
     else:
-        gg, wt, xg = _group_view(gz, g), w.transpose(1, 2), _group_view(gx, g)  # [g, T, out/g], [g, out/g, in/g]
-        if per_group(gx):
-            for j in range(g):
-                xj = _columns(gx, g, j)  # [T, in/g]
-                torch.addmm(xj, _columns(gz, g, j), wt[j], beta=0, alpha=alpha, out=xj)  # beta=0: gx is not read
-        elif not writes_strided(gx.device):
-            xg.copy_(torch.bmm(gg, wt))
-            if alpha != 1.0:
-                gx.mul_(alpha)
-        elif alpha == 1.0:
-            torch.bmm(gg, wt, out=xg)
-        else:
-            torch.baddbmm(xg, gg, wt, beta=0, alpha=alpha, out=xg)  # beta=0: gx's contents are not read
+        grouped_mm(layout, gz, w.transpose(1, 2), gx, alpha=alpha)  # [T, in]
     if step.mode == "one":
         _contribute(grads, step.sources[0], gx)
         if after != 1.0:
@@ -469,8 +539,8 @@ class FusedUnitFunction(torch.autograd.Function):
 
 def in_dtype(params, dtype: torch.dtype):
     """``params`` (None where absent) in ``dtype`` through one ``cat`` and one cast of them all:
-    4 kernels a step with the gradients' way back, where a cast each would take two a
-    parameter (60 for a 3-layer unit under ``--amp``); each gradient is a view of one buffer."""
+    a few kernels a step with the gradients' way back, where a cast each takes two a parameter
+    (docs/benchmarks.md); each gradient is a view of one buffer."""
     present = [p for p in params if p is not None]
     if all(p.dtype == dtype for p in present):
         return params
@@ -498,3 +568,23 @@ def fused_applies(program, layers, e: torch.Tensor) -> bool:
     """Whether a unit runs this path: it has a program and a gradient is wanted."""
     return (program is not None and torch.is_grad_enabled()
             and (e.requires_grad or any(p.requires_grad for layer in layers for p in layer.parameters())))
+
+
+# which path a unit runs (its ``path``; set_unit_run in embedding.py): auto, the fast path
+# where it applies and the modules elsewhere; reference, the modules always
+PATHS = ("auto", "reference")
+
+
+def runs_fast(unit: nn.Module, e: torch.Tensor) -> bool:
+    """Whether ``unit`` (a DefineUnit or AuthorsDefineUnit) runs this path on ``e``."""
+    return unit.path == "auto" and fused_applies(unit.program, unit.program_layers(), e)
+
+
+def describe_path(unit: nn.Module) -> str:
+    """Which path ``unit`` runs, and why (logged once a unit, where the embedding is built)."""
+    if unit.path == "reference":
+        return "the modules run every step (unit.py, group_linear.py; path reference)"
+    if unit.program is None:
+        return f"the modules run every step (path auto: the fast path does not take {unit.not_fused})"
+    return ("training steps run the fast path (fused_unit.py; path auto); steps without gradients, "
+            "inference among them, run the modules")

@@ -8,7 +8,7 @@ from fairseq.modules import FairseqDropout
 from .activations import ACTIVATIONS
 from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
-from .fused_unit import fused_applies, fused_unit, step_of
+from .fused_unit import fused_unit, runs_fast, step_of, why_not_fused
 from .group_linear import GroupLinear
 
 
@@ -72,17 +72,24 @@ class DefineUnit(nn.Module):
         )
         self.input_dim = schedule.map_dim
         self.output_dim = schedule.out_dim
-        self.program = self._program()
-        # the stability settings (docs/stability.md), which the embedding sets: the program's
-        # backward applies them; a unit without one gets the hooks of stability/unit_grad_scale.py
+        self.program, self.not_fused = self._program()
+        # which path runs (fused_unit.PATHS; set_unit_run in embedding.py)
+        self.path = "auto"
+        # the stability settings (docs/stability.md), which the embedding sets: the fast path's
+        # backward applies them; the modules run with the hooks of stability/unit_grad_scale.py
         self.grad_centring = False
         self.grad_scale = 1.0
 
     def _program(self):
-        """The layers as steps of the fused path (fused_unit.py), None where it cannot run
-        them (projective, residual, shuffle, dropout)."""
-        if not self.layers or self.skip not in ("none", "mix", "concat"):
-            return None
+        """(the layers as steps of the fast path (fused_unit.py), None), or (None, why it
+        cannot run them: projective, residual, shuffle, dropout)."""
+        if not self.layers:
+            return None, "a projective map (one Linear n -> m)"
+        if self.skip not in ("none", "mix", "concat"):
+            return None, f"the {self.skip} skip connection (define_residual)"
+        reasons = [why_not_fused(layer, layer.activation) for layer in self.layers]
+        if any(reasons):
+            return None, next(r for r in reasons if r)
         n, steps = self.input_dim, []
         for l, layer in enumerate(self.layers):
             t = layer.transform
@@ -95,17 +102,18 @@ class DefineUnit(nn.Module):
         if self.reduce is not None:
             w = self.reduce.in_features - n
             steps.append(step_of(self.reduce, "out", "cat", (f"h{len(self.layers)}", "e"), (w, n)))
-        return None if None in steps else tuple(steps)
+        return tuple(steps), None
 
-    def _program_layers(self):
+    def program_layers(self):
+        """The modules of the program's steps, in its order."""
         return [*self.layers, *([self.reduce] if self.reduce is not None else [])]
 
     def forward(self, e, token_counts=None, positions=None, input_scale=1.0):
         """input_scale * e (e [*, n]) -> [*, m]; ``token_counts`` [U]: how many positions each
         row of e stands for (the unique-token path), ``positions`` their sum, for the gradient
         centring; ``input_scale``: the map's scale, which the fused path folds into a matmul."""
-        if fused_applies(self.program, self._program_layers(), e):
-            return fused_unit(self.program, self._program_layers(), e, self.grad_centring, self.grad_scale,
+        if runs_fast(self, e):
+            return fused_unit(self.program, self.program_layers(), e, self.grad_centring, self.grad_scale,
                               token_counts, positions, input_scale)
         if input_scale != 1.0:
             e = e * input_scale

@@ -12,7 +12,7 @@ from .schedule_authors import AuthorsSchedule
 from .activations import ACTIVATIONS
 from .unit import split_and_mix
 from .group_layer_norm import GroupLayerNorm
-from .fused_unit import fused_applies, fused_unit, step_of
+from .fused_unit import fused_unit, runs_fast, step_of, why_not_fused
 from .group_linear import GroupLinear
 
 
@@ -70,12 +70,17 @@ class AuthorsDefineUnit(nn.Module):
         self.mix_groups = list(s.layer_groups[1:]) + [1]
         self.input_dim = s.map_dim
         self.output_dim = s.out_dim
-        self.program = self._program()
+        self.program, self.not_fused = self._program()
+        self.path = "auto"  # which path runs, as DefineUnit's
         self.grad_centring = False  # the stability settings, as DefineUnit's
         self.grad_scale = 1.0
 
     def _program(self):
-        """The layers as steps of the fused path (fused_unit.py); None with dropout."""
+        """(the layers as steps of the fast path (fused_unit.py), None), or (None, why not:
+        dropout)."""
+        reasons = [why_not_fused(layer, layer.activation) for layer in self.program_layers()]
+        if any(reasons):
+            return None, next(r for r in reasons if r)
         half = self.schedule.proj_dim
         steps = [step_of(self.input_layer, "x", "one", ("e",), (self.input_dim,), self.input_layer.activation)]
         for l, layer in enumerate([*self.layers, self.output_layer]):
@@ -86,15 +91,16 @@ class AuthorsDefineUnit(nn.Module):
             else:
                 mode = "mix" if t.groups > 1 else "cat"  # a one-group mix is a concat
                 steps.append(step_of(layer, name, mode, ("x", f"h{l}"), (half, t.in_features - half), layer.activation))
-        return None if None in steps else tuple(steps)
+        return tuple(steps), None
 
-    def _program_layers(self):
+    def program_layers(self):
+        """The modules of the program's steps, in its order."""
         return [self.input_layer, *self.layers, self.output_layer]
 
     def forward(self, e: torch.Tensor, token_counts=None, positions=None, input_scale=1.0) -> torch.Tensor:
         """e [*, n] -> [*, m]; ``token_counts``, ``positions``: as DefineUnit's."""
-        if fused_applies(self.program, self._program_layers(), e):
-            return fused_unit(self.program, self._program_layers(), e, self.grad_centring, self.grad_scale,
+        if runs_fast(self, e):
+            return fused_unit(self.program, self.program_layers(), e, self.grad_centring, self.grad_scale,
                               token_counts, positions, input_scale)
         if input_scale != 1.0:
             e = e * input_scale

@@ -18,6 +18,7 @@ checkpoint computes what it did (its saved Reduce bias replaces the centred init
 """
 
 import logging
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -49,16 +50,19 @@ def log_stability(unit: nn.Module, centring: bool, scale: float) -> None:
                     len(params), sum(p.numel() for p in params) / 1e6, scale)
 
 
-def scale_unit_gradients(unit: nn.Module, scale: float) -> int:
+def scale_unit_gradients(unit: nn.Module, scale: float, handles: Optional[list] = None) -> int:
     """Multiply the gradient of every parameter of ``unit`` by ``scale`` as it is computed
     (before fairseq's gradient clipping, data-parallel reduction and the optimizer step).
-    ``scale`` > 0 (:class:`DefineOptions` refuses other values of the flag). Returns the
-    number of parameters hooked (0 when ``scale`` is 1)."""
+    ``scale`` > 0 (:class:`DefineOptions` refuses other values of the flag); ``handles``: a
+    list that takes the hooks' handles (to remove them). Returns the number of parameters
+    hooked (0 when ``scale`` is 1)."""
     if scale == 1.0:
         return 0
     params = [p for p in unit.parameters() if p.requires_grad]
     for p in params:
-        p.register_hook(_GradScale(float(scale)))
+        handle = p.register_hook(_GradScale(float(scale)))
+        if handles is not None:
+            handles.append(handle)
     logger.info(
         "DeFINE unit: gradients of its %d parameters (%.3fM) scaled by %g "
         "(--define-unit-grad-scale)", len(params), sum(p.numel() for p in params) / 1e6, scale,
@@ -116,16 +120,17 @@ class UnitGradCentring:
         self.token_counts = None  # [U] while the unit runs on distinct tokens
 
 
-def centre_unit_gradients(unit: nn.Module) -> UnitGradCentring:
+def centre_unit_gradients(unit: nn.Module, handles: Optional[list] = None) -> UnitGradCentring:
     """Centre the weight gradient of every linear layer of ``unit`` on the layer's batch-mean
     input (``--define-unit-centring``). Register before :func:`scale_unit_gradients`
-    (a weight's hooks run in order: centre, then scale)."""
+    (a weight's hooks run in order: centre, then scale); ``handles``: as there."""
     counts = UnitGradCentring()
     layers = [m for m in unit.modules() if isinstance(m, GroupLinear) and m.weight.requires_grad]
     for layer in layers:
         hook = _CentredWeightGrad(counts)
-        layer.register_forward_hook(hook.forward_hook)
-        layer.weight.register_hook(hook)
+        added = [layer.register_forward_hook(hook.forward_hook), layer.weight.register_hook(hook)]
+        if handles is not None:
+            handles.extend(added)
     logger.info("DeFINE unit: weight gradients of its %d linear layers centred on the batch "
                 "mean input (--define-unit-centring batch_mean)", len(layers))
     return counts
