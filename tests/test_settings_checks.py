@@ -238,3 +238,72 @@ def test_a_huge_factor_is_a_band_too_narrow():
     from fairseq_define_patch.runtime.adaptive_bands import band_width
 
     assert band_width(64, 4.0, 3) == 1 and band_width(64, 4.0, 4) == 0 and band_width(64, 1e308, 3) == 0
+
+
+@pytest.fixture(scope="module")
+def translation_slice(tmp_path_factory):
+    """60 sentence pairs of tests/data's WMT news, binarized with fairseq-preprocess (its output
+    returned too, for the warnings test)."""
+    from .helpers import TEST_DATA, head, run_cli
+
+    d = tmp_path_factory.mktemp("settings_cli")
+    for split, count in (("train", 60), ("valid", 12)):
+        for lang in ("en", "de"):
+            head(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.{lang}", 0, count)
+    out = run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref", d / "valid",
+                  "--destdir", d / "bin", "--joined-dictionary", "--workers", "1").stdout
+    return d, out
+
+
+def interactive(d, text):
+    import subprocess
+
+    from .helpers import BIN
+
+    return subprocess.run([str(BIN / "fairseq-interactive"), str(d / "bin"), "--path", str(d / "ck" / "checkpoint_last.pt"),
+                           "--cpu", "--beam", "1", "--max-len-b", "3", "--source-lang", "en", "--target-lang", "de"],
+                          input=text, capture_output=True, timeout=300)
+
+
+@pytest.mark.cli
+def test_stock_commands_print_no_warning_a_user_cannot_act_on(translation_slice):
+    """Under torch 2.13 every fairseq-train printed three warnings from fairseq's own calls
+    (pin_memory without an accelerator, torch.cuda.amp.autocast deprecated, mismatched
+    key_padding_mask and attn_mask) and generate and interactive torch's nested-tensor notice
+    (compat/torch_warnings.py). The stock commands on a CPU, as the tensorboardX line is
+    tested (tests/test_cli_end_to_end.py); standard input that is not UTF-8 is one line naming
+    the line, not translated as <unk>."""
+    import re
+
+    from .helpers import TINY_STOCK_TRANSFORMER, run_cli
+
+    d, preprocess = translation_slice
+    train = run_cli("fairseq-train", d / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3",
+                    "--max-tokens", "500", "--max-update", "1", "--cpu", "--save-dir", d / "ck", "--no-epoch-checkpoints")
+    generate = run_cli("fairseq-generate", d / "bin", "--path", d / "ck" / "checkpoint_last.pt", "--gen-subset", "valid",
+                       "--beam", "2", "--batch-size", "3", "--max-len-b", "3", "--cpu")
+    translated = interactive(d, b"the house\nwe said it\n")
+    assert translated.returncode == 0 and len(re.findall(rb"^H-\d+\t", translated.stdout, re.M)) == 2
+    for name, out in (("preprocess", preprocess), ("train", train.stdout), ("generate", generate.stdout),
+                      ("interactive", (translated.stdout + translated.stderr).decode())):
+        noise = [line for line in out.splitlines() if re.search(r"\w+Warning\b|tensorboardX", line)]
+        assert not noise, f"fairseq-{name}: {noise}"
+    latin1 = interactive(d, b"the house\ncaf\xe9 ok\n")
+    err = latin1.stderr.decode()
+    assert latin1.returncode != 0 and "Traceback" not in err
+    assert "fairseq-interactive: error: standard input line 2 is not UTF-8 text (byte 0xe9)" in err
+
+
+def test_a_model_resumed_under_another_architecture_is_told_which():
+    """Two architectures of one model class (a language model's presets) differ in sizes: the
+    refusal listed the sizes and named no --arch."""
+    from omegaconf import OmegaConf
+
+    from fairseq_define_patch.runtime.checkpoint_fit import check_checkpoint_form
+
+    state = {"model": {}, "cfg": {"model": {"_name": "transformer_lm_gpt", "decoder_layers": 12, "decoder_embed_dim": 768}}}
+    here = OmegaConf.create({"_name": "transformer_lm_gpt2_small", "decoder_layers": 24, "decoder_embed_dim": 1024})
+    line = one_line(lambda: check_checkpoint_form("ck.pt", state, here))
+    assert line.startswith("checkpoint ck.pt does not fit this model: --arch transformer_lm_gpt in the checkpoint, "
+                           "transformer_lm_gpt2_small here, whose settings differ: --decoder-layers 12 in the checkpoint")
+    assert "resume or fine-tune with --arch transformer_lm_gpt," in line

@@ -3,8 +3,11 @@ on Python 3.11 to 3.13, torch 2 and numpy 2, and with today's sacrebleu and bita
 checkpoints under torch >= 2.6's weights-only default is in hardening.checkpoint_loading:
 its allow-list is a safety fix as much as a compatibility one."""
 
-from . import libraries, numpy2, python311, python312, torch2
+from . import libraries, numpy2, python311, python312, torch2, torch_warnings
 
-PATCHES = python311.PATCHES + python312.PATCHES + torch2.PATCHES + numpy2.PATCHES + libraries.PATCHES
+PATCHES = (
+    python311.PATCHES + python312.PATCHES + torch2.PATCHES + torch_warnings.PATCHES + numpy2.PATCHES
+    + libraries.PATCHES
+)
 # the runtime modules (CopiedModule) that the fixes' edits import; none here yet
-COPIES = sum((getattr(m, "COPIES", ()) for m in (python311, python312, torch2, numpy2, libraries)), ())
+COPIES = sum((getattr(m, "COPIES", ()) for m in (python311, python312, torch2, torch_warnings, numpy2, libraries)), ())

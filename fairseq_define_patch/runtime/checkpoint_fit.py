@@ -178,6 +178,12 @@ def check_checkpoint_form(filename, state, model_cfg):
             )
         )
     differ = function_settings_that_differ(saved, here)
+    if differ and a and b and a != b:  # another architecture of the same model: name it first
+        raise CheckpointFormError(
+            "checkpoint {} does not fit this model: --arch {} in the checkpoint, {} here, whose "
+            "settings differ: {}; resume or fine-tune with --arch {}, or train from scratch in a "
+            "new --save-dir".format(filename, a, b, _listed(differ), a)
+        )
     if differ:
         raise CheckpointFormError(
             "checkpoint {} does not fit this model: its model settings differ from this run's: {}; "

@@ -2,7 +2,8 @@
 
 --beam 0 failed mid-generation with a reshape RuntimeError; an --input that is a folder, a
 missing file or text that is not UTF-8 failed with a traceback from fileinput, and a pipe
-(--input /dev/stdin, a named pipe) was refused as "not an existing file".
+(--input /dev/stdin, a named pipe) was refused as "not an existing file"; standard input that
+is not UTF-8 was translated as <unk> without a word (sys.stdin's surrogateescape).
 fairseq/sequence_generator.py calls ``check_beam_size``; fairseq_cli/interactive.py reads its
 input through ``read_input_batches``.
 """
@@ -34,6 +35,8 @@ def read_input_batches(input, buffer_size):
     with fileinput.input(files=[input], openhook=fileinput.hook_encoded("utf-8")) as h:
         try:
             for src_str in h:
+                if input == "-":
+                    _check_decoded(src_str, h.filelineno())
                 buffer.append(src_str.strip())
                 if len(buffer) >= buffer_size:
                     yield buffer
@@ -44,3 +47,16 @@ def read_input_batches(input, buffer_size):
                 "latin1 -t utf-8)".format(input, e.reason)
             ) from None
     return buffer
+
+
+def _check_decoded(line, number):
+    """Standard input is read through sys.stdin, whose errors are "surrogateescape" under a C
+    or C.UTF-8 locale: bytes that are not UTF-8 arrived as lone surrogates, became <unk> and
+    were translated without a word. Such a line is refused, as a file's is."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UserError(
+            "standard input line {} is not UTF-8 text (byte 0x{:02x}): convert it to UTF-8 (e.g. iconv -f "
+            "latin1 -t utf-8)".format(number, ord(line[e.start]) & 0xFF)
+        ) from None
