@@ -542,6 +542,49 @@ def test_a_stored_config_is_held_to_the_model_budget(tmp_path, setting, value, e
     assert peak < 64 << 20  # refused before the model is built (counted without memory: model_budget.py)
 
 
+COUNTED_BUDGET = [  # sizes each within its own bound whose product is too large: the count refuses them (issue 53)
+    ("define unit", {"define_map_dim": 65536, "define_expand_dim": 65536},
+     "the largest part is encoder.embed_tokens (encoder_embed_dim=32, define_map_dim=65,536, define_expand_dim=65,536"),
+    ("define depth", {"define_expand_dim": 65536, "define_depth": 3}, "more than the limit of 1,073,741,824"),
+]
+
+
+@pytest.mark.parametrize("settings,expected", [c[1:] for c in COUNTED_BUDGET], ids=[c[0] for c in COUNTED_BUDGET])
+def test_a_stored_config_is_counted_as_what_it_builds(tmp_path, settings, expected):
+    """A checkpoint's stored config whose DeFINE unit its schedule makes too large is one
+    line, before any weight is allocated (the model is counted on the meta device; heads x
+    head width: tests/test_model_budget.py)."""
+    from fairseq import UserError
+
+    path, overrides = nmt_checkpoint(tmp_path, lambda cfg: [setattr(cfg, k, v) for k, v in settings.items()])
+    with pytest.raises(UserError, match=re.escape(expected)):
+        checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("tool,args", [
+    ("fairseq-define-export", ["{path}", "{out}"]),
+    ("fairseq-define-cache-tables", ["--path", "{path}", "--output", "{out}"]),
+    ("fairseq-define-compress", ["--path", "{path}", "--output", "{out}"]),
+])
+def test_the_tools_take_the_flag_their_budget_line_names(tmp_path, tool, args):
+    """The budget's line names --max-model-parameters; the project's tools that build a model
+    take it as fairseq's do (a limit below the tiny model's ~20K parameters: refused, nothing
+    written)."""
+    from .helpers import assert_user_error
+
+    path, _ = nmt_checkpoint(tmp_path)
+    (tmp_path / "train.en-de.en.idx").touch()  # the language pair, as fairseq-preprocess names its files
+    out = tmp_path / "out.pt"
+    proc = subprocess.run(
+        [str(BIN / tool), *[a.format(path=path, out=out) for a in args], "--data", str(tmp_path),
+         "--max-model-parameters", "1000"],
+        capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "FAIRSEQ_DEFINE_MAX_PARAMETERS"})
+    assert_user_error(proc, tool, "more than the limit of 1,000", "--max-model-parameters")
+    assert not out.exists()
+
+
 @pytest.mark.cli
 @pytest.mark.parametrize("limit,expected", [
     ("1000", "more than the limit of 1,000; the largest part is"),  # the flag sets the limit, below or above

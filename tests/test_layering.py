@@ -43,9 +43,6 @@ TEMPORARY: Dict[Tuple[str, str], str] = {
     ("fairseq_define.models.hub_interface", "fairseq_define.tools.export"):
         "issue 50, the output layer: hub.export() builds the stock checkpoint in tools/export.py, which imports "
         "the models back; each family is to state its own stock form, below the tools",
-    ("fairseq_define.modules.config_bounds", "fairseq._define_runtime.checkpoint_fit"):
-        "issue 50, one table of bounds: config_bounds registers the neutral settings through the patch's "
-        "installed copy " + _PATCH_ROUTE,
     ("fairseq_define.modules.lm.adaptive_io", "fairseq._define_runtime.adaptive_bands"):
         "issue 53 (the adaptive bands' checks) " + _PATCH_ROUTE,
     ("fairseq_define.output_files", "fairseq._define_runtime.checkpoint_writes"):

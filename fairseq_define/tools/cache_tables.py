@@ -13,6 +13,8 @@ import argparse
 import logging
 import sys
 
+from fairseq_define_patch.installed import add_parameter_limit
+
 logger = logging.getLogger("fairseq_define.cache_tables")
 
 
@@ -21,6 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument("--path", required=True, help="trained checkpoint")
     parser.add_argument("--output", required=True, help="checkpoint to write (must not exist)")
     parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    add_parameter_limit(parser, argv)  # --max-model-parameters: the model budget's limit, as fairseq's tools take it
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog

@@ -16,6 +16,8 @@ import argparse
 import logging
 import sys
 
+from fairseq_define_patch.installed import add_parameter_limit
+
 logger = logging.getLogger("fairseq_define.compress")
 
 # M, codebooks per row: far above any published setting (the paper's Table 5 uses 32, Shu &
@@ -40,6 +42,7 @@ def main(argv=None) -> int:
                              "gains < 0.1%%); 0 keeps the start's codes; default 20")
     parser.add_argument("--cache-define", action="store_true", help="cache the DeFINE units into tables first, and compress those too")
     parser.add_argument("--seed", type=int, default=1, help="random seed of the code learning")
+    add_parameter_limit(parser, argv)  # --max-model-parameters: the model budget's limit, as fairseq's tools take it
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog

@@ -33,6 +33,7 @@ import tempfile
 from argparse import Namespace
 
 import torch
+from fairseq_define_patch.installed import add_parameter_limit
 
 from ..errors import UserError, cli_error
 
@@ -402,6 +403,7 @@ def main(argv=None) -> int:
                         "(translation models; needs ctranslate2: pip install 'fairseq-define[deploy]')")
     parser.add_argument("--ct2-quantization", metavar="TYPE", help="CTranslate2 weight type, e.g. int8 or float16 "
                         "(default: as trained, float32)")
+    add_parameter_limit(parser, argv)  # --max-model-parameters: the model budget's limit, as fairseq's tools take it
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import fairseq_define  # noqa: F401  (registers the models the checkpoint names)

@@ -506,8 +506,8 @@ def _part_words(part, values):
     side = part.split(".")[0]
     names = [k for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
              and k.endswith(_SIZE_ENDINGS) and (k.startswith(side + "_") or "embed" in part and k.startswith("define_"))]
-    if "embed" in part:  # a table: its widths, not the stack's depth
-        names = [k for k in names if not k.endswith("_layers")]
+    if "embed" in part:  # a table: its width and its DeFINE unit's, not the stack's layers
+        names = [k for k in names if k == side + "_embed_dim" or k.startswith("define_")]
     sizes = ", ".join(f"{k}={values[k]:,}" for k in names)
     return f"{part} ({sizes})" if sizes else part
 
