@@ -13,7 +13,7 @@ from fairseq.checkpoint_utils import checkpoint_pickle_globals, safe_torch_load
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
 from fairseq_define.modules import cache_define_tables
-from fairseq_define.tools.export import NotExportable, export_state
+from fairseq_define.models.stock_form import NotExportable, export_state
 
 from .helpers import (
     TINY, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,

@@ -40,9 +40,6 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 _PATCH_ROUTE = ("until the patch package's public functions for the plugin are committed (the bounds' "
                 "part of issue 50), then through them")
 TEMPORARY: Dict[Tuple[str, str], str] = {
-    ("fairseq_define.models.hub_interface", "fairseq_define.tools.export"):
-        "issue 50, the output layer: hub.export() builds the stock checkpoint in tools/export.py, which imports "
-        "the models back; each family is to state its own stock form, below the tools",
     ("fairseq_define.modules.lm.adaptive_io", "fairseq._define_runtime.adaptive_bands"):
         "issue 53 (the adaptive bands' checks) " + _PATCH_ROUTE,
     ("fairseq_define.output_files", "fairseq._define_runtime.checkpoint_writes"):

@@ -599,6 +599,15 @@ def test_language_model_settings_are_not_replaced_silently(flags, expected):
     assert expected in build_error(LM_TINY, flags)
 
 
+@pytest.mark.parametrize("share_all", [[], ["--share-all-embeddings"]], ids=["separate", "share_all"])
+def test_a_tied_output_flag_with_the_untied_translation_output_is_refused(share_all):
+    # under --share-all-embeddings too, where fairseq would tie the output itself (it was dropped there)
+    flags = ["--define-output-layer", "untied", "--share-decoder-input-output-embed", *share_all]
+    assert ("--share-decoder-input-output-embed ties the output layer to the decoder's input embedding, but "
+            "--define-output-layer untied keeps a separate d_model x vocabulary layer: drop the flag") in build_error(
+        TRANSFORMER, flags)
+
+
 @pytest.mark.parametrize("flags", [
     ["--decoder-output-dim", "16"],  # n: what tied_map sets
     ["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-input-factor", "2"],  # the softmax follows

@@ -13,27 +13,33 @@ n -> d_model).
 import logging
 from dataclasses import dataclass, field, fields
 
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModel, base_architecture
 from fairseq.modules import BaseLayer
+from fairseq.tasks.translation import TranslationTask
 
 from ..modules.config_bounds import check_settings
 from ..modules.define.config import DefineConfig, DefineConfigError
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
-from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
 from .hub_interface import TranslationHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
+from .output_layer import (
+    DESCRIPTIONS,
+    OUTPUT_LAYER_CHOICES,
+    build_output_projection,
+    check_translation,
+    configure_translation,
+    implied_translation_form,
+    stock_output,
+)
+from .stock_form import stock_namespace, token_table
 
 logger = logging.getLogger(__name__)
-
-OUTPUT_LAYER_CHOICES = ChoiceEnum(["untied", "tied_map", "tied_unit"])
-# what a checkpoint saved before --define-output-layer existed was built with
-IMPLIED_OUTPUT_LAYER = "tied_map"
 
 
 @dataclass
@@ -50,33 +56,14 @@ class DefineTransformerConfig(FairseqDataclass):
     )
 
 
-def implied_output_layer(args) -> None:
-    """Before a row fills its defaults: a config without the setting whose fairseq flags
-    already describe the map-tied output (the sharing flag on, the decoder's output width n)
-    builds that form. Every checkpoint saved before the setting existed says so (that code
-    set both flags when it built the model), and loads as it was built."""
-    if (
-        getattr(args, "define_output_layer", None) is None
-        and getattr(args, "share_decoder_input_output_embed", False)
-        and getattr(args, "decoder_output_dim", None) is not None
-        and args.decoder_output_dim == getattr(args, "define_map_dim", None)
-    ):
-        args.define_output_layer = IMPLIED_OUTPUT_LAYER
-
-
 class DefineTransformerDecoder(TransformerDecoderBase):
-    """fairseq's decoder with the output layer of ``--define-output-layer``."""
+    """fairseq's decoder with the output layer of ``--define-output-layer`` (models/output_layer.py)."""
 
     def build_output_projection(self, cfg, dictionary, embed_tokens):
-        form = cfg.define_output_layer
-        if form == "tied_unit":
-            self.output_projection = UnitTiedOutputProjection(embed_tokens)
-            self.build_base_layers(cfg)
-            return
-        # untied under --share-all-embeddings: fairseq has set the sharing flag for the
-        # output too; here only the encoder and decoder inputs share the DeFINE embedding
-        self.share_input_output_embed = form == "tied_map"
-        super().build_output_projection(cfg, dictionary, embed_tokens)
+        build_output_projection(self, cfg.define_output_layer, super().build_output_projection, cfg, dictionary,
+                                embed_tokens)
+        if self.output_form == "tied_unit":
+            self.build_base_layers(cfg)  # fairseq's own build_output_projection ends with them
 
     def build_base_layers(self, cfg):
         for i in range(cfg.base_layers):  # as fairseq's build_output_projection ends
@@ -111,13 +98,8 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
             )
         # The map scales its n-dim table by sqrt(n); the unit's output enters unscaled.
         args.no_scale_embedding = True
-        check_output_layer(args)
-        if args.define_output_layer == "tied_map":
-            # d_model -> n projection, logits against the decoder's map table
-            args.share_decoder_input_output_embed = True
-            args.decoder_output_dim = args.define_map_dim
-        elif args.define_output_layer == "tied_unit":
-            args.share_decoder_input_output_embed = True
+        check_translation(args)
+        configure_translation(args)
         # resolved once for the model: fairseq's build_model copies args into the config it
         # hands build_embedding (once per side); removed after, as args is saved with the model
         args.define_resolved_options = DefineOptions.from_config(args)
@@ -125,12 +107,33 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
             model = super().build_model(args, task)
         finally:
             del args.define_resolved_options
-        logger.info("output layer: %s (--define-output-layer)", OUTPUT_LAYER_HELP[args.define_output_layer])
+        logger.info("output layer: %s (--define-output-layer)", DESCRIPTIONS[args.define_output_layer])
         log_parameter_distribution(model, args.arch)
         return model
 
     def define_options(self):
         return self.args
+
+    def stock_form(self, args):
+        """fairseq's ``transformer`` computing what this model computes, for every output
+        layer, shared or separate vocabularies (models/stock_form.py): each side's embedding
+        as its table, the output layer as models/output_layer.py states it, every other
+        weight copied. ``args``: the checkpoint's stored model config."""
+        enc, dec = self.encoder, self.decoder
+        shared = enc.embed_tokens is dec.embed_tokens
+        weights = {"encoder.embed_tokens.weight": token_table(enc.embed_tokens)}  # [V_src, d]
+        weights["decoder.embed_tokens.weight"] = weights["encoder.embed_tokens.weight"] if shared else token_table(dec.embed_tokens)
+        output = stock_output(dec, weights["decoder.embed_tokens.weight"])
+        weights.update(output.weights)
+        tied = output.settings["share_decoder_input_output_embed"]
+        ns = stock_namespace(
+            args, TransformerModel, TranslationTask, arch="transformer", _name="transformer",
+            no_scale_embedding=True, encoder_embed_path=None, decoder_embed_path=None, decoder_input_dim=dec.embed_dim,
+            # fairseq ties the output to the decoder's input table whenever all embeddings are
+            # shared; the untied and map-tied outputs keep two (equal) input tables instead
+            share_all_embeddings=shared and tied, tie_adaptive_weights=False, **output.settings,
+        )
+        return ns, "translation", weights, ["encoder.embed_tokens.", "decoder.embed_tokens.", *output.consumed]
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
@@ -158,41 +161,6 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
         return emb
 
 
-OUTPUT_LAYER_HELP = {
-    "untied": "untied, d_model x vocabulary (the paper's Table 3)",
-    "tied_map": "tied to the n-dim map (d_model -> n projection)",
-    "tied_unit": "tied to the DeFINE unit's outputs",
-}
-
-
-def check_output_layer(args) -> None:
-    """The output form against fairseq's own flags, in one line each."""
-    form = args.define_output_layer
-    if form == "untied" and args.share_decoder_input_output_embed and not args.share_all_embeddings:
-        raise DefineConfigError(
-            "--share-decoder-input-output-embed ties the output layer to the decoder's input "
-            "embedding, but --define-output-layer untied keeps a separate d_model x vocabulary "
-            "layer: drop the flag, or choose --define-output-layer tied_map (tied at the map "
-            "width n) or tied_unit (tied to the DeFINE unit's outputs)"
-        )
-    if form != "untied" and args.adaptive_softmax_cutoff:
-        raise DefineConfigError(
-            f"--adaptive-softmax-cutoff needs its own output layer; --define-output-layer {form} "
-            "ties it to the DeFINE embedding: use --define-output-layer untied"
-        )
-    if form == "tied_unit" and args.decoder_output_dim != args.decoder_embed_dim:
-        raise DefineConfigError(
-            f"--define-output-layer tied_unit scores the decoder's {args.decoder_embed_dim}-dim "
-            f"states against the unit's outputs, but --decoder-output-dim is {args.decoder_output_dim}: "
-            "drop --decoder-output-dim"
-        )
-    if form == "tied_map" and args.decoder_output_dim not in (args.decoder_embed_dim, args.define_map_dim):
-        raise DefineConfigError(
-            f"--define-output-layer tied_map projects to the map width n = {args.define_map_dim}, "
-            f"but --decoder-output-dim is {args.decoder_output_dim}: drop --decoder-output-dim"
-        )
-
-
 # -- named architectures ---------------------------------------------------------------
 # Table 3's row (its numbers and small run: paper_tables.py) is Transformer base with the
 # paper's NMT unit: this model's defaults, nothing of its own.
@@ -216,11 +184,11 @@ ARCHITECTURES = {
 def define_base_architecture(args):
     """What a row leaves unset: the paper's NMT DeFINE (the ``define_transformer`` row), the
     other DeFINE settings' defaults, then fairseq's Transformer base."""
-    implied_output_layer(args)
+    implied_translation_form(args)
     fill_defaults(args, ARCHITECTURES["define_transformer"][1])
     fill_defaults(args, {f.name: f.default for f in fields(DefineConfig) + fields(DefineTransformerConfig)})
     base_architecture(args)
 
 
 register_architectures("define_transformer", ARCHITECTURES, base=define_base_architecture,
-                       prepare=implied_output_layer)
+                       prepare=implied_translation_form)

@@ -35,12 +35,20 @@ from ..modules.config_bounds import check_dropouts
 from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
-from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from ..param_report import log_parameter_distribution
-from .define_transformer import OUTPUT_LAYER_CHOICES
 from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
 from .named_architectures import fill_defaults, register_architectures
+from .output_layer import (
+    OUTPUT_LAYER_CHOICES,
+    build_output_projection,
+    check_language_model,
+    configure_language_model,
+    lm_form,
+    stock_output,
+)
+from .stock_config import dataclass_keys
+from .stock_form import token_table
 from .transformer_xl import TABLE_2_MAP_DIMS, TABLE_2_UNIT
 
 
@@ -98,24 +106,8 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
             args.decoder_layers = len(args.decoder_layers_to_keep.split(","))
         if getattr(args, "max_target_positions", None) is None:
             args.max_target_positions = getattr(args, "tokens_per_sample", None) or 1024
-        n = args.define_map_dim
         args.no_scale_embedding = True  # the map scales itself by sqrt(n); the unit's output enters unscaled
-        form = output_layer(args)
-        if form == "tied_map":
-            args.decoder_output_dim = n  # features d -> n, scored against the n-dim map
-            if args.adaptive_input:  # fairseq's adaptive softmax, tied to the adaptive map
-                args.adaptive_softmax_cutoff = args.adaptive_input_cutoff
-                args.adaptive_softmax_factor = args.adaptive_input_factor
-                args.tie_adaptive_weights = args.tie_adaptive_proj = True
-            else:
-                args.share_decoder_input_output_embed = True
-        elif form == "untied":
-            if args.adaptive_input and not args.adaptive_softmax_cutoff:
-                args.adaptive_softmax_cutoff = args.adaptive_input_cutoff  # the map's bands, at d
-            args.tie_adaptive_weights = args.tie_adaptive_proj = False
-            args.share_decoder_input_output_embed = False
-        else:  # tied_unit: a full softmax against the unit's outputs, no table of its own
-            args.share_decoder_input_output_embed = True
+        configure_language_model(args)
         dictionary = task.source_dictionary
         embed = cls.build_embedding(args, dictionary, args.decoder_input_dim, options=options)
         model = cls(DefineTransformerLMDecoder(args, task.target_dictionary, embed), args)
@@ -145,6 +137,22 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
     def define_options(self):
         return self.args
 
+    def stock_form(self, cfg):
+        """fairseq's ``transformer_lm`` computing what this model computes (models/stock_form.py):
+        the embedding as its table, the output layer as models/output_layer.py states it (the
+        adaptive softmax tied to the adaptive map becomes fairseq's untied one with the same
+        weights), every other weight copied. ``cfg``: the checkpoint's stored model config."""
+        dec = self.decoder
+        weights = {"decoder.embed_tokens.weight": token_table(dec.embed_tokens)}  # [V, m]
+        output = stock_output(dec, weights["decoder.embed_tokens.weight"])
+        weights.update(output.weights)
+        model_cfg = {k: v for k, v in dict(cfg).items() if k in dataclass_keys(TransformerLanguageModelConfig)}
+        model_cfg.update(adaptive_input=False, adaptive_input_cutoff=None, tie_adaptive_weights=False,
+                         tie_adaptive_proj=False, character_embeddings=False, no_scale_embedding=True,
+                         **output.settings, _name="transformer_lm",
+                         decoder_input_dim=weights["decoder.embed_tokens.weight"].size(1))
+        return model_cfg, "language_modeling", weights, ["decoder.embed_tokens.", *output.consumed]
+
 
 class DefineTransformerLMDecoder(TransformerDecoder):
     """fairseq's TransformerDecoder whose output layer is tied to the DeFINE map at n."""
@@ -152,7 +160,7 @@ class DefineTransformerLMDecoder(TransformerDecoder):
     def __init__(self, args, dictionary, embed_tokens):
         # read here: fairseq hands build_output_projection a TransformerConfig, which drops
         # the plugin's settings
-        self.output_form = output_layer(args)
+        self.output_form = lm_form(args)
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
         if self.project_out_dim is None and self.embed_dim != self.output_embed_dim:
             # fairseq leaves d -> n out when the adaptive softmax is tied (its tied setup has
@@ -160,21 +168,11 @@ class DefineTransformerLMDecoder(TransformerDecoder):
             self.project_out_dim = Linear(self.embed_dim, self.output_embed_dim, bias=False)
 
     def build_output_projection(self, args, dictionary, embed_tokens):
-        if self.output_form == "tied_unit":
-            self.output_projection = UnitTiedOutputProjection(embed_tokens)  # [B, T, d] -> [B, T, V]
-            return
         # tied_map: the adaptive softmax ties to the adaptive map inside the DeFINE embedding;
         # the standard output ties to embed_tokens.weight, the n-dim map table. untied: fairseq
         # builds its own d-wide layer and reads neither
-        if args.adaptive_input:
-            embed_tokens = embed_tokens.map
-        super().build_output_projection(args, dictionary, embed_tokens)
-
-
-def output_layer(args) -> str:
-    """The output form; tied_map for a config saved before --define-output-layer existed (read,
-    not set: a stored config is a struct that takes no new keys)."""
-    return getattr(args, "define_output_layer", None) or "tied_map"
+        tied_to = embed_tokens.map if args.adaptive_input and self.output_form != "tied_unit" else embed_tokens
+        build_output_projection(self, self.output_form, super().build_output_projection, args, dictionary, tied_to)
 
 
 def _check_settings(args, task) -> None:
@@ -195,71 +193,11 @@ def _check_settings(args, task) -> None:
         )
     if args.character_embeddings:
         raise DefineConfigError("--character-embeddings replaces the token table, which DeFINE's map is: drop it")
-    form = output_layer(args)
-    if form == "tied_unit":
-        if args.adaptive_softmax_cutoff:
-            raise DefineConfigError(
-                "--define-output-layer tied_unit scores a full softmax against the unit's outputs: drop "
-                "--adaptive-softmax-cutoff (and use --criterion cross_entropy), or choose --define-output-layer "
-                "untied for an adaptive softmax of its own at d"
-            )
-        out_dim = args.decoder_output_dim or args.decoder_embed_dim
-        in_dim = args.decoder_input_dim or args.decoder_embed_dim
-        if out_dim != in_dim:
-            raise DefineConfigError(
-                f"--define-output-layer tied_unit scores the decoder's {out_dim}-dim states against the unit's "
-                f"{in_dim}-dim outputs: drop --decoder-output-dim (or make it --decoder-input-dim)"
-            )
     parse_int_list(args.adaptive_input_cutoff, "--adaptive-input-cutoff")  # whole numbers, not truncated
     parse_int_list(args.adaptive_softmax_cutoff, "--adaptive-softmax-cutoff")
-    if form == "tied_map":
-        _check_tied_map_settings(args)
-    elif form == "untied":
-        tied = [flag for flag, key in (("--share-decoder-input-output-embed", "share_decoder_input_output_embed"),
-                                       ("--tie-adaptive-weights", "tie_adaptive_weights"),
-                                       ("--tie-adaptive-proj", "tie_adaptive_proj")) if getattr(args, key, False)]
-        if tied:
-            raise DefineConfigError(
-                f"{tied[0]} ties the output layer, but --define-output-layer untied keeps one of its own: drop "
-                f"{' and '.join(tied)}, or use --define-output-layer tied_map (the output tied to the map at n)"
-            )
-    if args.adaptive_input:
-        if not args.adaptive_input_cutoff:
-            raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
-        if (form == "tied_map" and args.adaptive_softmax_cutoff
-                and str(args.adaptive_softmax_cutoff) != str(args.adaptive_input_cutoff)):
-            raise DefineConfigError(
-                f"--adaptive-softmax-cutoff {args.adaptive_softmax_cutoff} differs from --adaptive-input-cutoff "
-                f"{args.adaptive_input_cutoff}: the softmax is tied to the adaptive map, so it takes the map's "
-                "bands; drop --adaptive-softmax-cutoff"
-            )
-    elif args.adaptive_softmax_cutoff and form == "tied_map":
-        raise DefineConfigError(
-            "--adaptive-softmax-cutoff without --adaptive-input: the output is tied to the n-dim map table; "
-            "add --adaptive-input --adaptive-input-cutoff (the same bands) for an adaptive map and softmax"
-        )
-
-
-def _check_tied_map_settings(args) -> None:
-    """tied_map scores the decoder's features at the map width n, in the adaptive map's own bands
-    and factor (build_model sets them): a --decoder-output-dim or --adaptive-softmax-factor it
-    would replace is refused, not dropped. An unset one reads as its default (d for the output
-    width, or the config's default), which the form replaces without a word."""
-    defaults = {f.name: f.default for f in fields(DefineTransformerLMConfig)}
-    n, out_dim = args.define_map_dim, args.decoder_output_dim
-    if out_dim not in (None, n, args.decoder_embed_dim, defaults["decoder_output_dim"]):
-        raise DefineConfigError(
-            f"--decoder-output-dim {out_dim} does not apply to --define-output-layer tied_map: its features are "
-            f"projected to the map width n={n} (--define-map-dim) and scored against the map; drop it, or use "
-            "--define-output-layer untied for an output layer of its own"
-        )
-    factor, input_factor = args.adaptive_softmax_factor, args.adaptive_input_factor
-    if args.adaptive_input and factor not in (None, input_factor, defaults["adaptive_softmax_factor"]):
-        raise DefineConfigError(
-            f"--adaptive-softmax-factor {factor} differs from --adaptive-input-factor {input_factor}: the softmax is "
-            "tied to the adaptive map, so it takes the map's factor; drop --adaptive-softmax-factor (or set "
-            "--adaptive-input-factor), or use --define-output-layer untied"
-        )
+    if args.adaptive_input and not args.adaptive_input_cutoff:
+        raise DefineConfigError("--adaptive-input needs --adaptive-input-cutoff (e.g. 20000,60000)")
+    check_language_model(args, {f.name: f.default for f in fields(DefineTransformerLMConfig)})
 
 
 # -- named architectures ---------------------------------------------------------------

@@ -11,6 +11,9 @@ from fairseq.data import LanguagePairDataset
 from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
 
+from ..output_files import save_checkpoint
+from .stock_form import export_state
+
 
 def from_pretrained(model_cls, interface, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs):
     """fairseq's hub loading (``BaseFairseqModel.from_pretrained``), returning ``interface``."""
@@ -29,9 +32,6 @@ class ExportHubMixin:
         what ``fairseq-define-export CHECKPOINT PATH`` writes (docs/inference.md, "Deploy").
         ``path`` must not exist; a model stock fairseq cannot express raises a UserError
         naming why."""
-        from ..output_files import save_checkpoint
-        from ..tools.export import export_state
-
         save_checkpoint(export_state(self.models[0], self.cfg, self.task), path, flag=None)
 
 

@@ -21,12 +21,16 @@ per stream, reset at a stream's first segment), as truncated BPTT.
 """
 
 import logging
+from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum
+from fairseq.models import lstm_lm as stock_lstm_lm
 from fairseq.models import register_model
+from fairseq.tasks.language_modeling import LanguageModelingTask
 
 from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
@@ -36,6 +40,7 @@ from ..modules.define.config import (
     DefineConfigError,
 )
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
+from .stock_form import NotExportable, stock_namespace, token_table
 from .named_architectures import register_architectures
 
 logger = logging.getLogger(__name__)
@@ -90,6 +95,52 @@ class LSTMLanguageModel(DefineLanguageModel):
         adaptive = adaptive_map(cfg, dictionary, n)
         embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, 1.0)
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
+
+    def stock_form(self, cfg):
+        """fairseq's ``lstm_lm`` where it computes the same function (models/stock_form.py):
+        every LSTM layer as wide as the last (n), an adaptive softmax only without output biases
+        and with factor 4 (fairseq's lstm_lm fixes it). ``cfg``: the stored model config."""
+        dec = self.decoder
+        widths = {layer.hidden_size for layer in dec.layers}
+        if len(widths) > 1:
+            raise NotExportable(
+                f"its LSTM layers are {'/'.join(str(l.hidden_size) for l in dec.layers)} wide, but fairseq's lstm_lm "
+                "has one width for every layer (exact only with --lstm-hidden-dim equal to --define-map-dim, or one layer)")
+        n = widths.pop()
+        asm = dec.adaptive_softmax
+        adaptive = asm.n_clusters > 0
+        weights = {"decoder.embed_tokens.weight": token_table(dec.embed_tokens)}  # [V, m]
+        for i, layer in enumerate(dec.layers):
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                weights[f"decoder.layers.{i}.{name}"] = getattr(layer, f"{name}_l0").detach().clone()
+        table, _ = asm.tied_input.weights_for_band(0)
+        if adaptive:
+            if asm.bias is not None:
+                raise NotExportable("its adaptive softmax has an output bias per word, which fairseq's adaptive "
+                                    "softmax lacks (exact only with --no-softmax-bias)")
+            factor = float(self.define_options().div_val)
+            if factor != 4.0:
+                raise NotExportable(f"its adaptive bands shrink by --div-val {factor:g}, but fairseq's lstm_lm "
+                                    "builds its adaptive softmax with factor 4")
+            weights["decoder.adaptive_softmax.head.weight"] = torch.cat([table, asm.cluster_weight]).detach().clone()
+            for i in range(asm.n_clusters):
+                emb, proj = asm.tied_input.weights_for_band(i + 1)  # [V_i, n_i], [n, n_i]
+                weights[f"decoder.adaptive_softmax.tail.{i}.0.weight"] = proj.t().detach().clone()
+                weights[f"decoder.adaptive_softmax.tail.{i}.2.weight"] = emb.detach().clone()
+        else:  # fairseq's fc_out: the n-dim map table, with the per-word bias
+            weights["decoder.fc_out.weight"] = table.detach().clone()
+            weights["decoder.fc_out.bias"] = (asm.bias if asm.bias is not None else torch.zeros(table.size(0))).detach().clone()
+        m = weights["decoder.embed_tokens.weight"].size(1)
+        cutoff = ",".join(str(c) for c in asm.cutoff[:-1]) if adaptive else None
+        ns = stock_namespace(
+            Namespace(**dict(cfg)), stock_lstm_lm.LSTMLanguageModel, LanguageModelingTask, arch="lstm_lm",
+            _name="lstm_lm", task="language_modeling", criterion="adaptive_loss" if adaptive else "cross_entropy",
+            optimizer=None, lr_scheduler=None, decoder_embed_dim=m, decoder_hidden_size=n, decoder_out_embed_dim=n,
+            decoder_layers=len(dec.layers), decoder_attention="0", decoder_dropout_in=0.0, decoder_dropout_out=0.0,
+            dropout=0.0, residuals=False, decoder_embed_path=None, share_decoder_input_output_embed=False,
+            adaptive_softmax_cutoff=cutoff,
+        )
+        return ns, "language_modeling", weights, ["decoder.embed_tokens.", "decoder.layers.", "decoder.adaptive_softmax."]
 
 
 def _centred(cfg, layer: int) -> bool:

@@ -38,6 +38,7 @@ from ..modules.lm.relative_attention import (
     relative_positions,
 )
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
+from .stock_form import NotExportable
 from .named_architectures import register_architectures
 
 
@@ -116,6 +117,12 @@ class TransformerXLLanguageModel(DefineLanguageModel):
     def segment_length(self) -> Optional[int]:
         tgt_len = getattr(self.decoder.cfg, "tgt_len", None)
         return tgt_len if isinstance(tgt_len, int) else None
+
+    def stock_form(self, cfg):
+        """None (models/stock_form.py): fairseq has no Transformer-XL."""
+        raise NotExportable("fairseq has no Transformer-XL (relative positions, segment memory), so a "
+                            "define_transformer_xl model has no stock form; serve it with this plugin "
+                            "(fairseq-define-cache-tables makes its DeFINE units lookup tables)")
 
 
 class TransformerXLDecoder(StreamStateDecoder):
