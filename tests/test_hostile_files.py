@@ -1002,3 +1002,25 @@ def test_averaging_refuses_damaged_weights(tmp_path, capsys, change, expected):
     assert expected in err and err.count("\n") == 1, err
     assert not (tmp_path / "avg.pt").exists()
 
+
+def test_the_hubs_export_of_a_half_precision_model_is_float32(tmp_path):
+    """hub.bfloat16(); hub.export(...) was refused as "not an exact form": the export probes a
+    float32 copy (each bfloat16 value converts exactly); a NaN in memory is named as damage."""
+    from fairseq import UserError
+
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    path, overrides = nmt_checkpoint(tmp_path)
+    hub = DefineTransformerModel.from_pretrained(str(tmp_path), "checkpoint.pt", overrides.pop("data"), **overrides)
+    hub.bfloat16()
+    hub.export(str(tmp_path / "export.pt"))
+    exported = safe_torch_load(str(tmp_path / "export.pt"))["model"]
+    fc1 = "decoder.layers.0.fc1.weight"
+    assert {v.dtype for v in exported.values() if v.is_floating_point()} == {torch.float32}
+    assert torch.equal(exported[fc1], hub.models[0].state_dict()[fc1].float())
+    assert next(hub.models[0].parameters()).dtype == torch.bfloat16  # the hub's own model is left as it was
+    with torch.no_grad():
+        hub.models[0].decoder.layers[0].fc1.weight[0, 0] = float("nan")
+    with pytest.raises(UserError, match=f"the model is damaged: its weight {fc1} holds 1 NaN value") as e:
+        hub.export(str(tmp_path / "nan.pt"))
+    assert "exact form" not in str(e.value) and not (tmp_path / "nan.pt").exists()

@@ -936,3 +936,18 @@ def test_real_large_models_build_without_a_flag(capsys, monkeypatch, arch, args,
     monkeypatch.delenv("FAIRSEQ_DEFINE_MAX_PARAMETERS", raising=False)
     assert params.cli_main(["--arch", arch, *args]) == 0
     assert expected in capsys.readouterr().out
+
+
+def test_ct2_of_a_language_model_is_refused_before_the_export_is_written(tmp_path, capsys):
+    """--ct2 converts translation models: a language model's export was written, then refused."""
+    import shutil
+
+    pytest.importorskip("ctranslate2")
+    from .test_hostile_files import FAMILIES
+
+    shutil.copyfile(FAMILIES / "lm.dict.txt", tmp_path / "dict.txt")
+    files = {"CK": str(FAMILIES / "transformer_lm.pt"), "OUT": str(tmp_path / "out.pt"), "DATA": str(tmp_path),
+             "CT2": str(tmp_path / "ct2")}
+    rc, err = run_tool("export", ["CK", "OUT", "--data", "DATA", "--ct2", "CT2"], files, capsys)
+    assert rc == 2 and "--ct2 converts translation models and this is a transformer_lm" in err, err
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["dict.txt"]

@@ -46,9 +46,11 @@ from .inference_checkpoint import load_ensemble, read_for_rewrite
 logger = logging.getLogger("fairseq_define.export")
 
 
-def export_checkpoint(path: str, output: str, data=None) -> str:
+def export_checkpoint(path: str, output: str, data=None, ct2: bool = False) -> str:
     """Read a trained checkpoint and write its stock form to ``output`` (which must not
-    exist; written whole or not at all). Returns the stock architecture's name."""
+    exist; written whole or not at all). Returns the stock architecture's name. ``ct2``: a
+    CTranslate2 model is to follow, so a stock form CTranslate2 cannot read is refused
+    before anything is written."""
     check_output(output, flag=None)
     if not os.path.isfile(path):
         raise UserError(f"no such checkpoint: {path}")
@@ -56,9 +58,13 @@ def export_checkpoint(path: str, output: str, data=None) -> str:
     model, cfg, task = load_ensemble(path, data)
     history = state.get("optimizer_history") or [{}]
     exported = export_state(model, cfg, task, num_updates=int(history[-1].get("num_updates", 0) or 0))
-    save_checkpoint(exported, output, flag=None)
     model_cfg = exported["cfg"]["model"]
-    return getattr(model_cfg, "arch", None) or model_cfg["_name"]
+    arch = getattr(model_cfg, "arch", None) or model_cfg["_name"]
+    if ct2 and arch != "transformer":
+        raise UserError(f"--ct2 converts translation models and this is a {arch}: drop --ct2 (ct2-fairseq-converter "
+                        "reads a transformer_lm without an adaptive softmax)")
+    save_checkpoint(exported, output, flag=None)
+    return arch
 
 
 def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> None:
@@ -117,15 +123,11 @@ def main(argv=None) -> int:
     except UserError as e:
         return cli_error(parser.prog, e)
     try:
-        arch = export_checkpoint(args.checkpoint, args.output, args.data)
+        arch = export_checkpoint(args.checkpoint, args.output, args.data, ct2=bool(args.ct2))
     except UserError as e:
         return cli_error(parser.prog, e)
     logger.info("wrote %s: fairseq's %s, loads without --user-dir", args.output, arch)
     if args.ct2:
-        if arch != "transformer":
-            return cli_error(parser.prog, f"wrote {args.output}, but --ct2 converts translation models and this is "
-                             f"a {arch}: drop --ct2 (ct2-fairseq-converter reads a transformer_lm without an "
-                             "adaptive softmax)")
         data = args.data or safe_data_dir(args.output)
         try:
             convert_to_ctranslate2(args.output, data, args.ct2, args.ct2_quantization)
