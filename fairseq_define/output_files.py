@@ -25,6 +25,8 @@ import os
 import tempfile
 from typing import Callable
 
+from fairseq_define_patch.installed import disk_full
+
 from .errors import UserError
 
 
@@ -97,8 +99,6 @@ def atomic_write(path, write: Callable, *, binary: bool = True, overwrite: bool 
                 raise OutputExistsError(f"{path} appeared while it was written; nothing was overwritten") from None
             os.replace(tmp, path)
     except (OSError, RuntimeError) as e:  # torch.save reports a write that failed as a RuntimeError
-        from fairseq._define_runtime.checkpoint_writes import disk_full
-
         if disk_full(e):
             raise UserError(f"no space left on the device while writing {path}: free some space or write "
                             f"elsewhere ({path} is unchanged)") from None

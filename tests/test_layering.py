@@ -37,17 +37,10 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 # Imports that break the rules in the committed tree and that work in progress removes, each
 # with its reason. Temporary: test_the_temporary_list_is_not_stale fails as soon as one is gone,
 # so that the list is emptied (the lead empties it when issue 50 is done).
-_PATCH_ROUTE = ("until the patch package's public functions for the plugin are committed (the bounds' "
-                "part of issue 50), then through them")
 TEMPORARY: Dict[Tuple[str, str], str] = {
     ("fairseq_define.modules.lm.adaptive_io", "fairseq._define_runtime.adaptive_bands"):
-        "issue 53 (the adaptive bands' checks) " + _PATCH_ROUTE,
-    ("fairseq_define.output_files", "fairseq._define_runtime.checkpoint_writes"):
-        "issue 53 (a full disk in one line) " + _PATCH_ROUTE,
-    ("fairseq_define.tools.average_checkpoints", "fairseq._define_runtime.checkpoint_fit"): _PATCH_ROUTE,
-    ("fairseq_define.tools.average_checkpoints", "fairseq._define_runtime.checkpoint_weights"):
-        "issue 53 (damaged weights named) " + _PATCH_ROUTE,
-    ("fairseq_define.tools.inference_checkpoint", "fairseq._define_runtime.checkpoint_fit"): _PATCH_ROUTE,
+        "issue 53 (the adaptive bands' checks): to go through fairseq_define_patch.installed, as the other "
+        "runtime functions the plugin uses do",
 }
 
 
@@ -186,7 +179,7 @@ def test_no_import_goes_up_a_layer():
 
 def test_the_plugin_reaches_the_patch_through_its_package():
     found = _outstanding(runtime(IMPORTS))
-    assert not found, f"imports of {RUNTIME} (use fairseq_define_patch's functions):\n" + _lines(found)
+    assert not found, f"imports of {RUNTIME} (use fairseq_define_patch.installed):\n" + _lines(found)
 
 
 def test_no_import_cycle():

@@ -15,6 +15,7 @@ import re
 import sys
 
 import torch
+from fairseq_define_patch.installed import check_state_dict, function_settings_that_differ, stored_model_settings
 
 from ..errors import UserError, cli_error
 from ..output_files import check_output, save_checkpoint
@@ -46,8 +47,6 @@ def _inference_only(state, path):
     """Why a checkpoint cannot be averaged, or None: compressed codes are integers whose mean
     is no code, and a cached DeFINE table is the unit's output, whose mean is not the output
     of the mean unit (section 3.4)."""
-    from fairseq._define_runtime.checkpoint_fit import stored_model_settings
-
     if any(k.endswith(".codes") for k in state["model"]):
         return f"{path} is compressed (fairseq-define-compress)"
     if stored_model_settings(state).get("define_cached_table"):
@@ -58,8 +57,6 @@ def _inference_only(state, path):
 def _check_same_model(state, path, first, first_path):
     """The inputs must be one model: the same class and the same settings that change what
     the weights compute (dropout may differ); else the mean mixes two models."""
-    from fairseq._define_runtime.checkpoint_fit import function_settings_that_differ, stored_model_settings
-
     saved, here = stored_model_settings(first), stored_model_settings(state)
     names = [s.get("_name") or s.get("arch") for s in (saved, here)]
     differ = [("arch", *names)] if names[0] != names[1] else []
@@ -76,7 +73,6 @@ def average(paths):
     """The mean of the checkpoints' parameters (float tensors; integer ones must be equal),
     in the last checkpoint's state. Each input is checked before it is added: one run's
     checkpoints, with the same names and shapes as the first and finite values."""
-    from fairseq._define_runtime.checkpoint_weights import check_state_dict
     from fairseq.checkpoint_utils import safe_torch_load
 
     total, state, first = collections.OrderedDict(), None, None

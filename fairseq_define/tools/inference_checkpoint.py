@@ -1,6 +1,8 @@
 """Reading a trained checkpoint and writing an inference-only one, for the tools that
 rewrite a model's tables (fairseq-define-cache-tables, fairseq-define-compress)."""
 
+from fairseq_define_patch.installed import mark_inference_only
+
 from ..errors import UserError
 from ..output_files import check_output, save_checkpoint
 
@@ -65,10 +67,8 @@ def save_for_inference(state, model, output: str, why: str) -> None:
     """Write ``model``'s weights in ``state`` without what only training needs (the
     optimizer state refers to parameters that may be gone; the data iterator), marked for
     inference only (``why``): fairseq-train refuses to resume or fine-tune from it."""
-    from fairseq._define_runtime.checkpoint_fit import INFERENCE_ONLY
-
     state["model"] = model.state_dict()
     state["last_optimizer_state"] = None
     state["extra_state"] = {k: v for k, v in (state.get("extra_state") or {}).items() if k != "train_iterator"}
-    state["extra_state"][INFERENCE_ONLY] = why
+    mark_inference_only(state, why)
     save_checkpoint(state, output, flag=None)
