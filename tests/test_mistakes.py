@@ -951,3 +951,14 @@ def test_ct2_of_a_language_model_is_refused_before_the_export_is_written(tmp_pat
     rc, err = run_tool("export", ["CK", "OUT", "--data", "DATA", "--ct2", "CT2"], files, capsys)
     assert rc == 2 and "--ct2 converts translation models and this is a transformer_lm" in err, err
     assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["dict.txt"]
+
+
+def test_the_trust_tool_checks_its_output_before_reading(tmp_path, capsys):
+    """A link at the destination (even a dangling one) is refused before the source is read (a
+    source of one byte would be "not a PyTorch checkpoint")."""
+    (tmp_path / "src.pt").write_bytes(b"x")
+    (tmp_path / "new.pt").symlink_to(tmp_path / "nowhere")
+    files = {"SRC": str(tmp_path / "src.pt"), "DEST": str(tmp_path / "new.pt")}
+    rc, err = run_tool("trust_checkpoint", ["SRC", "DEST"], files, capsys)
+    assert rc == 2 and f"{tmp_path / 'new.pt'} exists; choose a new file name (nothing is overwritten)" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "nowhere").exists()

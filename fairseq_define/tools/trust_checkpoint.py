@@ -187,10 +187,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     prog = parser.prog
+    from ..errors import UserError
+    from ..output_files import check_new_output, save_checkpoint
+
     if not os.path.isfile(args.source):
         return cli_error(prog, f"no such checkpoint: {args.source}")
-    if os.path.exists(args.dest):
-        return cli_error(prog, f"{args.dest} exists; choose a new file name (nothing is overwritten)")
+    try:  # before any work: an existing file, a folder, or a link (even a dangling one) at dest
+        check_new_output(args.dest, flag=None)
+    except UserError as e:
+        return cli_error(prog, e)
     # the modules whose enums a checkpoint may hold, imported here by this tool's choice
     # (resolve_checkpoint_global never imports what a file names)
     import fairseq.models  # noqa: F401
@@ -204,10 +209,6 @@ def main(argv=None) -> int:
         resolve_checkpoint_global,
         safe_torch_load,
     )
-
-
-    from ..errors import UserError
-    from ..output_files import save_checkpoint
 
     refused = "nothing was converted, and the file must not be loaded"
     try:
