@@ -1024,3 +1024,16 @@ def test_the_hubs_export_of_a_half_precision_model_is_float32(tmp_path):
     with pytest.raises(UserError, match=f"the model is damaged: its weight {fc1} holds 1 NaN value") as e:
         hub.export(str(tmp_path / "nan.pt"))
     assert "exact form" not in str(e.value) and not (tmp_path / "nan.pt").exists()
+
+
+@pytest.mark.cli  # starts fairseq-interactive
+@pytest.mark.parametrize("edit,expected", [DAMAGED_WEIGHTS[0][1:], DAMAGED_WEIGHTS[2][1:]], ids=["nan", "missing"])
+def test_damaged_weights_from_the_command_line(tmp_path, edit, expected):
+    """fairseq-interactive on a damaged checkpoint: one line naming the weight, no traceback."""
+    from .helpers import USER_DIR, assert_user_error
+
+    path, _ = damaged_checkpoint(tmp_path, edit)
+    proc = subprocess.run(
+        [str(BIN / "fairseq-interactive"), str(tmp_path), "--user-dir", USER_DIR, "--path", path, "--source-lang",
+         "en", "--target-lang", "de", "--cpu"], input="a house\n", capture_output=True, text=True, timeout=300)
+    assert_user_error(proc, "fairseq-interactive", expected)
