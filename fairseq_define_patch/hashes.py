@@ -45,7 +45,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "23dc3eb5d287335b75c3b2096e8d7ff714ce986b0fa00f140999394ce52a22e2",
+        "00159dd30b61673e9f07156a6f6159d5f16a7da9b9e72dd275fefa0f1b3a26d1",
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
