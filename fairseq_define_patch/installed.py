@@ -11,9 +11,9 @@ import importlib
 
 from .edits import RUNTIME_PACKAGE
 
-__all__ = ["add_neutral_model_settings", "add_parameter_limit", "check_state_dict", "disk_full", "float32_checked",
-           "function_settings_that_differ", "mark_inference_only", "register_parameter_counter", "size_bound",
-           "stored_model_settings"]
+__all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_state_dict",
+           "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only",
+           "register_parameter_counter", "size_bound", "stored_model_settings"]
 
 
 def _runtime(name):
@@ -74,3 +74,14 @@ def float32_checked(model, what="the model"):
 def disk_full(exc):
     """Whether ``exc`` is a full disk, as torch.save reports it too (runtime/checkpoint_writes.py)."""
     return _runtime("checkpoint_writes").disk_full(exc)
+
+
+def band_cutoffs(cutoff, vocab_size, flag, padding_idx=None):
+    """``cutoff`` checked as fairseq's adaptive bands use it, the vocabulary size appended
+    (runtime/adaptive_bands.py)."""
+    return _runtime("adaptive_bands").band_cutoffs(cutoff, vocab_size, flag, padding_idx)
+
+
+def band_width(width, factor, band):
+    """The width fairseq gives adaptive band ``band`` (runtime/adaptive_bands.py)."""
+    return _runtime("adaptive_bands").band_width(width, factor, band)

@@ -37,11 +37,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 # Imports that break the rules in the committed tree and that work in progress removes, each
 # with its reason. Temporary: test_the_temporary_list_is_not_stale fails as soon as one is gone,
 # so that the list is emptied (the lead empties it when issue 50 is done).
-TEMPORARY: Dict[Tuple[str, str], str] = {
-    ("fairseq_define.modules.lm.adaptive_io", "fairseq._define_runtime.adaptive_bands"):
-        "issue 53 (the adaptive bands' checks): to go through fairseq_define_patch.installed, as the other "
-        "runtime functions the plugin uses do",
-}
+TEMPORARY: Dict[Tuple[str, str], str] = {}
 
 
 class Import(NamedTuple):

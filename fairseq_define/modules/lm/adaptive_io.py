@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput
+from fairseq_define_patch.installed import band_cutoffs, band_width
 
 from ...errors import UserError
 
@@ -38,8 +39,6 @@ def check_cutoff(cutoff: Optional[List[int]], vocab_size: int, flag: str, paddin
             "this dictionary, e.g. about 10% and 40% of it)"
         )
     if cutoff and padding_idx is not None:
-        from fairseq._define_runtime.adaptive_bands import band_cutoffs
-
         band_cutoffs(cutoff, vocab_size, flag, padding_idx)
     return cutoff
 
@@ -52,8 +51,6 @@ class ProjectedAdaptiveInput(AdaptiveInput):
                  flags=("--adaptive-cutoff", "--div-val")):
         """``flags``: the model's names for the cutoffs and the factor, for error messages."""
         cutoff_flag, factor_flag = flags
-        from fairseq._define_runtime.adaptive_bands import band_width
-
         cutoff = check_cutoff(cutoff, vocab_size, cutoff_flag, padding_idx)
         if band_width(initial_dim, factor, len(cutoff)) < 1:  # as AdaptiveInput sizes band i
             raise UserError(
