@@ -2,7 +2,8 @@
 or renamed file cannot linger in the text that sends a reader to it (issue 50, item 5).
 
 Read: docstrings and comments of the ``*.py`` files and comments of the ``*.sh`` files under
-the package, the patch, benchmarks/, studies/, scripts/, run_scripts/, examples/ and tests/;
+the package, the patch, benchmarks/, studies/, scripts/, run_scripts/, examples/ and tests/,
+and of setup.py, the Makefile and .ci/run;
 every line of the repository's markdown files (README.md, docs/, the data folders' READMEs), and
 the targets of their relative links (with the heading an ``#anchor`` names).
 A name is a ``*.py`` or ``*.sh`` file name, bare (``unit.py``) or as a path
@@ -158,7 +159,7 @@ def module_resolves(dotted: str) -> bool:
 
 def _docstrings_and_comments(path: Path):
     text = path.read_text(encoding="utf-8")
-    if path.suffix == ".sh":
+    if path.suffix != ".py":  # shell scripts, the Makefile, .ci/run: their comments
         for i, line in enumerate(text.splitlines(), 1):
             if "#" in line:
                 yield i, line[line.index("#"):]
@@ -173,9 +174,13 @@ def _docstrings_and_comments(path: Path):
                 yield node.body[0].lineno, doc
 
 
+BUILD_FILES = ("setup.py", "Makefile", ".ci/run")
+
+
 def code_files():
-    return sorted(p for d in CODE_DIRS for p in _walk(ROOT / d)
-                  if p.suffix in (".py", ".sh") and p != Path(__file__).resolve())  # not this file's examples
+    return sorted([p for d in CODE_DIRS for p in _walk(ROOT / d)
+                   if p.suffix in (".py", ".sh") and p != Path(__file__).resolve()]  # not this file's examples
+                  + [ROOT / f for f in BUILD_FILES])
 
 
 def doc_files():
