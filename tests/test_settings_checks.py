@@ -307,3 +307,32 @@ def test_a_model_resumed_under_another_architecture_is_told_which():
     assert line.startswith("checkpoint ck.pt does not fit this model: --arch transformer_lm_gpt in the checkpoint, "
                            "transformer_lm_gpt2_small here, whose settings differ: --decoder-layers 12 in the checkpoint")
     assert "resume or fine-tune with --arch transformer_lm_gpt," in line
+
+
+def test_attention_with_a_boolean_padding_mask_computes_what_torch_did():
+    """The decoder's self-attention gives torch a float future mask and a boolean padding
+    mask; the patch makes the padding mask float first, as torch itself did (with a warning):
+    the same numbers, and no warning."""
+    import warnings
+
+    import torch.nn.functional as F
+
+    from fairseq.modules import MultiheadAttention
+
+    torch.manual_seed(0)
+    attn = MultiheadAttention(8, 2, self_attention=True).eval()
+    x = torch.randn(5, 3, 8)  # [T, B, C]
+    padding = torch.zeros(3, 5, dtype=torch.bool)  # [B, T]
+    padding[1, 3:] = True
+    future = torch.triu(torch.full((5, 5), float("-inf")), 1)  # [T, T]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=future, need_weights=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own conversion of the boolean mask, and its warning
+        want, _ = F.multi_head_attention_forward(
+            x, x, x, 8, 2, torch.empty([0]), torch.cat((attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias)),
+            None, None, False, 0.0, attn.out_proj.weight, attn.out_proj.bias, False, padding, False, future,
+            use_separate_proj_weight=True, q_proj_weight=attn.q_proj.weight, k_proj_weight=attn.k_proj.weight,
+            v_proj_weight=attn.v_proj.weight)
+    assert torch.equal(got, want)
