@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "36cfc0861b326a87b57f8436e0fc1dab023aa8f357c99e923d36b3100dd4d06d",
+        "c61b1b54b1366476971940674e0e67e83cf30af2fa4313c0f088ecfe57a9f900",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

@@ -321,9 +321,9 @@ def _positions(rows, width, padding, learned, name):
     return (rows + padding + 1) * width, f"{name}={rows:,} x {width:,} ({'learned' if learned else 'sinusoidal'})"
 
 
-# settings with parameters the transformer counters do not model: such a model is built on the
-# meta device instead (NormFormer's scales, BASE layers, character embeddings, quantization
-# noise's extra projection, alignment heads are parameter-free and so not listed)
+# settings whose modules the transformer counters do not model (NormFormer's scales, character
+# embeddings, attention over the encoder's and the decoder's states together; with BASE layers
+# and quantization noise: _unmodelled): such a model is built on the meta device instead
 _UNMODELLED = ("scale_attn", "scale_fc", "scale_heads", "scale_resids", "character_embeddings",
                "cross_self_attention")
 
