@@ -49,7 +49,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "334882e2b0a6d1338a4b028a013d8a00d9cfe63b2270ed95f6e4430e0b09b26f",
+        "c5bb64835f3dc18848434db23b4a4053774a37053081620a6ed649ea021328a5",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

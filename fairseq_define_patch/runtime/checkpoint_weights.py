@@ -43,6 +43,9 @@ class CheckpointWeightsError(UserError):
     def damaged(self):
         return self.kind in ("not_tensor", "non_finite")
 
+    def __reduce__(self):  # pickled (a worker's error) as the UserError of its line
+        return UserError, self.args
+
 
 def _shape(t):
     return "[{}]".format(", ".join(str(s) for s in t.shape))
