@@ -11,6 +11,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "35683f787be3cab49115775525318a6644f71c92e2d7a15d987a5f2eb98ea5cc",
     ),
+    "fairseq/_define_runtime/torch_warnings.py": (
+        None,
+        "b38a66c4939b94a9dedcc95b3f354eb1e342d618aacfb9cb05c2cf653d52f63d",
+    ),
     "fairseq/_define_runtime/encoder_fastpath.py": (
         None,
         "03dd5873b23c4aa633b55b9444336ba1ee116f818e6cd45259cd65d531757ea0",
@@ -85,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "fd36d7b805ba78f552226822c23a7af34265872c65abae4f2b28f89f2f1681ef",
+        "5e2a1ffebe2e8cf996cfd48f80cdd0382487bfe09b8880d1616c9b8b3857cc9e",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
@@ -185,7 +189,23 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/modules/multihead_attention.py": (
         "80151fab89e2f78940aca9663d51f38f1f26c15037b12734a4839d8a99e7d8a1",
-        "761967531227a7ce7088134a586d1a2b733c75d5639ca485c18e511241427533",
+        "c6af2b1c0bc116a5a0516f2330a419b273bbb64d05435281de0ce70d96fcd1e4",
+    ),
+    "fairseq/data/iterators.py": (
+        "9e42dc6d16ec25aece1ec45bece718f4f54a617b338d1ec2a7f80443999bbf40",
+        "15a8376e38414914de2b03596c8e36148a85ad821cc6496ee3771455e5a3b00d",
+    ),
+    "fairseq/tasks/fairseq_task.py": (
+        "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
+        "fb403202eed2a74dab47af5139cc006115ae04988fec147599f30bbc429700e0",
+    ),
+    "fairseq/optim/amp_optimizer.py": (
+        "7ef6436dd807b5a536840ba386938093ced5b3c021717432bf5e8ee8966e2154",
+        "2a6ac05a6385b79b3e40099ac1f18a814bc1e2dedd5a7227e036b970705bfa62",
+    ),
+    "fairseq/models/transformer/transformer_encoder.py": (
+        "364db9a3cc6925a83bb7e17d8f661c43102a705c18931208c4750b3930b7e333",
+        "794134a03e2da5a3a6c66ebf4ec14239f762ac75019aa37e4951e9652f8bbccb",
     ),
     "fairseq/data/token_block_dataset.py": (
         "023518dd01e906623ed8d78677ef3b33693d86c5aa22d453a19c096a48cb6a53",
@@ -410,10 +430,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
-    ),
-    "fairseq/tasks/fairseq_task.py": (
-        "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
-        "341fb86b0731bd51d0e6132c3b899da9b6df0711c751a9095ce4dc87b6b6c9f5",
     ),
     "fairseq/data/dictionary.py": (
         "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",
