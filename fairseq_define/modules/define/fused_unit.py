@@ -118,7 +118,7 @@ def unit_ref(program, params, e: torch.Tensor, e_scale: float = 1.0) -> torch.Te
             x = torch.cat([a, values[step.sources[1]]], dim=-1)  # [*, in]
         else:
             b2 = values[step.sources[1]]
-            x = torch.cat([a.unflatten(-1, (step.groups, -1)), b2.unflatten(-1, (step.groups, -1))], dim=-1).flatten(-2)
+            x = torch.cat([a.unflatten(-1, (step.groups, -1)), b2.unflatten(-1, (step.groups, -1))], dim=-1).flatten(-2)  # [*, in]
         z = torch.einsum("...gi,gio->...go", x.unflatten(-1, (step.groups, -1)), w).flatten(-2)  # [*, out]
         if b is not None:
             z = z + b
