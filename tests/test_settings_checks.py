@@ -1,6 +1,11 @@
-"""Every setting checked where it enters (issue 53, class 5), one parametrized table a class:
---model-overrides (keys, nested groups, unknown names, kinds of value), in process through
-fairseq's own loader. One line each, naming the problem and the fix (docs/errors.md)."""
+"""Every setting checked where it enters (issue 53, classes 5 and 6), one parametrized table a
+class, in process where the check is a function: --model-overrides (keys, nested groups,
+unknown names, kinds of value) through fairseq's own loader; training settings whose shape the
+ranges cannot say (betas, seed, positions, tri_stage's phases, --optimizer-overrides); a world
+size without its processes; adaptive cutoffs against the vocabulary and the padding index; a
+resume under another --arch. One CLI test runs the stock commands once: no warning a user
+cannot act on, and standard input that is not UTF-8. One line each, naming the problem and the
+fix (docs/errors.md)."""
 
 from pathlib import Path
 
