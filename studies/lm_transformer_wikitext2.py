@@ -37,7 +37,10 @@ baseline at the same n, and what does each save against a standard tied table?
              projective 316.6 at 4.36M at n = 128 (seed 2: 306.9 vs 320.2), 348.3 vs 373.9 at
              n = 64; fairseq's adaptive input 282.6 at 5.51M (seed 2: 280.6); the standard table
              282.2 at 11.68M; DeFINE at n = 128 with its own softmax at d 263.1 at 7.42M (seed 2:
-             263.8). About 100 minutes for the eleven runs with --jobs 2 on 2 idle cores.
+             263.8). The equal-size pairs (seed 1): adaptive input grown to 7.38M 265.1; DeFINE
+             at n = 64 with its own softmax at 112, 5.51M, 277.8. About 100 minutes for the first
+             eleven runs with --jobs 2 on 2 idle cores; the equal-size arms 32 minutes each on
+             one thread beside other work.
   Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
              (Baevski & Auli 2019: transformer_lm_wiki103, 247M parameters, 18.7 test
              perplexity on WikiText-103). Table 2 (Transformer-XL, WikiText-103), test
@@ -113,9 +116,9 @@ def arms(quick: bool) -> List[Arm]:
     return out
 
 
-# the equal-size pairs (tests/test_studies.py builds both and holds each within 3%), at
-# WikiText-2's dictionary: 33,278 types and fairseq's 4 special symbols
-EQUAL_SIZE_PAIRS = (("adaptive_d256_f1.9", "define_untied_n128"), ("define_untied_n64_o112", "adaptive_d256"))
+# the equal-size pairs, adaptive input's arm first (tests/test_studies.py builds both and holds
+# each within 3%), at WikiText-2's dictionary: 33,278 types and fairseq's 4 special symbols
+EQUAL_SIZE_PAIRS = (("adaptive_d256_f1.9", "define_untied_n128"), ("adaptive_d256", "define_untied_n64_o112"))
 VOCAB = 33_282
 GROWN_FACTOR = "1.9"  # adaptive input's bands 256/134/70: 7.38M against define_untied_n128's 7.42M
 OWN_SOFTMAX_WIDTH = 112  # DeFINE n = 64 with its own adaptive softmax at 112 (112/28/7): 5.51M, as adaptive_d256
@@ -135,8 +138,8 @@ def equal_size_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
     put is one a longer budget is unlikely to turn (the cosine schedule flattens every curve
     at its end, so a flat end alone does not say the runs have converged)."""
     lines = ["", "## The equal-size pairs over training", "",
-             "Validation perplexity (mean of the recorded seeds) at each validation; gap: the second arm's "
-             "against the first's.", ""]
+             "Validation perplexity (mean of the recorded seeds) at each validation; gap: DeFINE's against "
+             "adaptive input's (negative: DeFINE lower).", ""]
     for first, second in EQUAL_SIZE_PAIRS:
         a, b = curve_means(first, arms, results), curve_means(second, arms, results)
         shared = sorted(set(a) & set(b))
