@@ -312,10 +312,8 @@ def bootstrap_section(pairs: Sequence[Tuple[Arm, Arm]], seeds: Sequence[int], ou
              f"sacreBLEU's paired bootstrap resampling ({BOOTSTRAP_SAMPLES} resamples, as `sacrebleu --paired-bs`) "
              "of each DeFINE arm against the projective map at the same n and seed, on the detokenized "
              f"hypotheses kept in {HYPS}/; p: the chance of a difference this large were the two systems alike "
-             "(two-sided).", "",
-             "| seed | system | baseline | BLEU system | BLEU baseline | p (BLEU) | chrF system | chrF baseline "
-             "| p (chrF) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
-    missing = []
+             "(two-sided)."]
+    rows, missing = [], []
     references = refs.read_text(encoding="utf-8").splitlines() if refs.is_file() else None
     for seed in seeds:
         for system, baseline in pairs:
@@ -326,9 +324,12 @@ def bootstrap_section(pairs: Sequence[Tuple[Arm, Arm]], seeds: Sequence[int], ou
                 continue
             hyps = [f.read_text(encoding="utf-8").splitlines() for f in files]
             r = paired_bootstrap(hyps[0], hyps[1], references)
-            lines.append(f"| {seed} | {system.name} | {baseline.name} | {r['BLEU']['system']:.2f} | "
+            rows.append(f"| {seed} | {system.name} | {baseline.name} | {r['BLEU']['system']:.2f} | "
                          f"{r['BLEU']['baseline']:.2f} | {r['BLEU']['p']:.4f} | {r['chrF']['system']:.2f} | "
                          f"{r['chrF']['baseline']:.2f} | {r['chrF']['p']:.4f} |")
+    if rows:
+        lines += ["", "| seed | system | baseline | BLEU system | BLEU baseline | p (BLEU) | chrF system | chrF baseline "
+                  "| p (chrF) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|", *rows]
     if missing:
         lines += ["", "Not bootstrapped (hypotheses not kept: run before the study kept them, or not run yet): "
                   + ", ".join(missing) + "."]
