@@ -118,6 +118,15 @@ def test_a_translation_config_without_the_setting_resolves_to_what_it_built(args
     assert getattr(ns, "define_output_layer", None) == form
 
 
+def test_the_untied_translation_output_under_shared_embeddings_builds_its_own_layer():
+    # fairseq sets the sharing flag itself under --share-all-embeddings and saves it with the
+    # model: such a config must build (and load) with the output untied
+    model = translation_model("untied", share_all_embeddings=True, share_decoder_input_output_embed=True)
+    decoder = model.decoder
+    assert decoder.output_form == "untied"
+    assert decoder.output_projection.weight.data_ptr() != model.encoder.embed_tokens.weight.data_ptr()
+
+
 def test_a_language_model_config_without_the_setting_is_map_tied():
     assert output_layer.lm_form(Namespace()) == output_layer.lm_form(Namespace(define_output_layer=None)) == "tied_map"
     assert output_layer.lm_form(Namespace(define_output_layer="untied")) == "untied"
@@ -126,8 +135,6 @@ def test_a_language_model_config_without_the_setting_is_map_tied():
 # (family, form, the model's flags, a fragment of the one line): every refusal of output_layer's checks
 REFUSALS = [
     ("translation", "untied", dict(share_decoder_input_output_embed=True), "drop the flag, or choose"),
-    ("translation", "untied", dict(share_decoder_input_output_embed=True, share_all_embeddings=True),
-     "drop the flag, or choose"),
     ("translation", "tied_map", dict(adaptive_softmax_cutoff="20"), "use --define-output-layer untied"),
     ("translation", "tied_unit", dict(decoder_output_dim=24), "drop --decoder-output-dim"),
     ("translation", "tied_map", dict(decoder_output_dim=24), "projects to the map width n = 16"),

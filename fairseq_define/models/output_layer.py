@@ -72,9 +72,10 @@ def lm_form(args) -> str:
 def check_translation(args) -> None:
     """define_transformer's choice against fairseq's own flags, in one line each."""
     form = args.define_output_layer
-    if form == "untied" and args.share_decoder_input_output_embed:
-        # --share-all-embeddings included: it shares the encoder's and decoder's inputs, and
-        # fairseq would tie the output too; untied keeps the output of its own
+    if form == "untied" and args.share_decoder_input_output_embed and not args.share_all_embeddings:
+        # not under --share-all-embeddings: fairseq's build sets the sharing flag itself there
+        # and saves it with the model, so a stored config cannot tell it from the user's; the
+        # untied output keeps a layer of its own either way (build_output_projection)
         raise DefineConfigError(
             "--share-decoder-input-output-embed ties the output layer to the decoder's input "
             "embedding, but --define-output-layer untied keeps a separate d_model x vocabulary "
