@@ -34,10 +34,11 @@ usual setup shares one table between both sides and the output (--share-all-embe
              --grid full (about a day here): both Transformer forms at d = 64, 96, 128 and, at
              n = d/4 and d/2, the paper's unit in every output form, the authors' unit and
              projective untied and tied at n.
-  Expected:  the earlier grid (docs/studies.md): DeFINE tied at n = 32 31.9 test BLEU at 1.75M,
-             behind the shared Transformer (33.3 at d = 96, 1.55M; 35.2 at d = 128, 2.40M). A
-             probe with the output untied and d wide (shared input tables) gave 34.3 at 2.77M.
-             The paper's form at n = 32 has about 3.2M, the untied Transformer at d = 96 3.1M.
+  Expected:  as measured here (docs/studies.md), test BLEU, means of two seeds, the paper's form
+             at n = 32: the authors' unit 34.13 (3.11M), the paper's unit 33.69 (3.13M), the
+             projective map 33.63 (2.92M; its seeds 34.11 / 33.14), the untied Transformer at
+             d = 96 32.72 (3.07M); the shared Transformer at d = 128 35.42 (2.40M, one seed).
+             The third seeds and the paired bootstrap: not run yet.
   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
              BLEU on newstest2017.
   Output:    docs/studies/nmt_multi30k/{results.md,params_vs_quality.png,valid_curves.png,runs/,hyps/}
