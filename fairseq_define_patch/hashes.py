@@ -41,7 +41,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "f8b40e474d02b485385f019d3e9ce37ed8ce0fcbf68cebc3c4d58d6d9f2ec187",
+        "746f6fb08b0966243b0301864ec12aaa296b0a1f26befe90baba80d4d8f346b0",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,

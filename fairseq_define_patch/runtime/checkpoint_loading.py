@@ -298,7 +298,7 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
     """torch.load with the weights-only unpickler and fairseq's allow-list.
 
     A checkpoint that needs any other class is refused instead of executed; for an old
-    checkpoint you trust, see fairseq_define's README ("Loading checkpoints safely"). What the
+    checkpoint you trust, see fairseq_define's docs/checkpoints.md (fairseq-define-trust-checkpoint). What the
     load may allocate is bounded by the file's size (CheckpointBudget)."""
     name = f if isinstance(f, str) else getattr(f, "name", "the checkpoint")
     try:
