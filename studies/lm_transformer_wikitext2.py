@@ -38,7 +38,7 @@ baseline at the same n, and what does each save against a standard tied table?
              n = 64; fairseq's adaptive input 282.6 at 5.51M (seed 2: 280.6); the standard table
              282.2 at 11.68M; DeFINE at n = 128 with its own softmax at d 263.1 at 7.42M (seed 2:
              263.8). The equal-size pairs: adaptive input grown to 7.38M 265.1 (seed 2: 265.8);
-             DeFINE at n = 64 with its own softmax at 112, 5.51M, 277.8. About 100 minutes for the first
+             DeFINE at n = 64 with its own softmax at 112, 5.51M, 277.8 (seed 2: 284.8). About 100 minutes for the first
              eleven runs with --jobs 2 on 2 idle cores; the equal-size arms 32 minutes each on
              one thread beside other work.
   Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
