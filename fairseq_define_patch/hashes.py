@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
-        "f146945d47c6beaa341cf04fa44909302ef485654570c5b284e0f86c4d19c0f6",
+        "cd1b34b30ea28fcf82fb146fa1baae1c506e2bd87714b44600aaa03fbecbf848",
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,

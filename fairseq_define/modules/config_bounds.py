@@ -22,7 +22,7 @@ from ..errors import UserError
 # which the model budget reads too; each row says why its value.
 MAX_DEFINE_DEPTH = size_bound("define_depth")  # N
 MAX_DEFINE_WIDTH = size_bound("define_width")  # n, k, m
-MAX_ROW_BUCKET = size_bound("row_bucket")  # --define-row-bucket
+MAX_ROW_BUCKET = size_bound("row_bucket")  # set_unit_run(row_bucket=...), the benchmarks' padding
 MAX_VOCAB_SIZE = size_bound("vocabulary")  # fairseq-define-params --vocab-size
 
 class ConfigRangeError(UserError, ValueError):
