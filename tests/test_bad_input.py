@@ -579,6 +579,10 @@ def test_removed_define_map_flags_are_not_options(arch, flags, capsys):
     ({"tgt_len": 0}, "tgt_len=0: the segment length must be at least 1 token"),
     ({"tgt_len": -4}, "tgt_len=-4"),
     ({"clamp_len": -2}, "clamp_len=-2"),
+    # beyond the bounds table's positions row: a memory that grows with the evaluated text
+    ({"mem_len": 10**12}, "mem_len=1000000000000 is larger than this plugin supports (16777216); lower --mem-len"),
+    ({"tgt_len": 1 << 25}, "tgt_len=33554432 is larger than this plugin supports"),
+    ({"clamp_len": 10**9}, "clamp_len=1000000000 is larger"),
 ])
 def test_transformer_xl_memory_settings(override, expected):
     """What fairseq-eval-lm --model-overrides "{'mem_len': ...}" builds."""

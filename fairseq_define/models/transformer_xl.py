@@ -24,6 +24,7 @@ from fairseq.models import register_model
 from fairseq.modules import FairseqDropout
 from omegaconf import II
 
+from ..modules.config_bounds import MAX_POSITIONS, check_size
 from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
@@ -99,6 +100,11 @@ class TransformerXLLanguageModel(DefineLanguageModel):
             )
         if cfg.clamp_len < -1:
             raise DefineConfigError(f"clamp_len={cfg.clamp_len}: give a distance in tokens, or -1 for no clamping")
+        # lengths in tokens share the positions row of the one bounds table: a memory of 10**12
+        # tokens would grow with the evaluated text until memory ran out
+        for name in ("mem_len", "tgt_len", "clamp_len"):
+            check_size(name, f"--{name.replace('_', '-')} (or '{name}' in --model-overrides)", getattr(cfg, name),
+                       MAX_POSITIONS)
         if d % 2:
             raise DefineConfigError(f"--decoder-embed-dim must be even (sinusoidal positions), got {d}")
         adaptive = adaptive_map(cfg, dictionary, d)
