@@ -53,9 +53,6 @@ ALLOWED = {
     "scripts/average_checkpoints.py", "tests/test_dataclass_utils.py", "tests/speech",
     "test_binaries.py", "test_train.py", "test_file_io.py", "test_multihead_attention.py",
     "test_reproducibility.py", "test_distributed_timeout_wrapper.py",
-    # an output folder that study 1 writes from its third seed on (issue 52): drop this entry
-    # once the hypotheses are committed
-    "docs/studies/nmt_multi30k/hyps",
 }
 # Placeholders in prose ("the patch's runtime/NAME.py", "runs/ARM.json", "tools.TOOL"), not files.
 PLACEHOLDER = re.compile(r"(^|/)(X|NAME|ARM|TOOL)(/|\.|$)")
