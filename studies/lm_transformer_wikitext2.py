@@ -41,6 +41,13 @@ baseline at the same n, and what does each save against a standard tied table?
              DeFINE at n = 64 with its own softmax at 112, 5.51M, 277.8 (seed 2: 284.8). About 100 minutes for the first
              eleven runs with --jobs 2 on 2 idle cores; the equal-size arms 32 minutes each on
              one thread beside other work.
+  Longer:    the equal-size pairs at 3,000 updates (issue 52), in their own folders: --arms
+             "adaptive_d256 define_untied_n64_o112 adaptive_d256_f1.9 define_untied_n128"
+             --no-second-seed --updates 3000 --minutes 200 --workdir
+             work/studies/lm_transformer_wikitext2_u3000 --out
+             docs/studies/lm_transformer_wikitext2/u3000; 30-36 minutes an arm on one thread.
+             Expected, test ppl (seed 1): adaptive input 153.6 at 7.38M vs DeFINE 161.8 at
+             7.42M; adaptive input 165.4 at 5.51M vs DeFINE 179.5 at 5.51M.
   Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
              (Baevski & Auli 2019: transformer_lm_wiki103, 247M parameters, 18.7 test
              perplexity on WikiText-103). Table 2 (Transformer-XL, WikiText-103), test
