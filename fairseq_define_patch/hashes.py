@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
-        "cd1b34b30ea28fcf82fb146fa1baae1c506e2bd87714b44600aaa03fbecbf848",
+        "a605119ae6c856e7d777bbc4a10dfe5052d2f1833cc5e875a7396b65dd65be2b",
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,

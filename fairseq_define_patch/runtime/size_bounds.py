@@ -19,7 +19,8 @@ SIZE_BOUNDS = {
     "width": (1 << 20, "a dimension: embeddings, hidden, FFN and attention-head sizes"),
     "layers": (10_000, "the layers of one stack"),
     "heads": (1 << 16, "the attention heads of one layer (each of its head width)"),
-    "positions": (1 << 24, "a positions table's rows (max_*_positions, tokens_per_sample)"),
+    "positions": (1 << 24, "a length in tokens: a positions table's rows (max_*_positions, tokens_per_sample), "
+                            "Transformer-XL's mem_len, tgt_len and clamp_len"),
     # the fairseq-define plugin's: the DeFINE unit (Mehta et al., 2020)
     "define_width": (65_536, "n, k, m of the DeFINE unit: 64 times the paper's widest layer (k = 1024)"),
     "define_depth": (64, "N, the DeFINE unit's Expand layers: the paper's deepest unit has N = 11 (Table 1a)"),
