@@ -909,6 +909,33 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, full_disk,
     assert list((tmp_path / "out").iterdir()) == []  # nothing half-written, no temporary file
 
 
+def test_a_full_disk_in_the_ctranslate2_conversion_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """The converter writes model.bin with Python's open: a full disk there was an OSError
+    traceback, and the export written before it stayed, so the same command then refused it."""
+    pytest.importorskip("ctranslate2")
+    from ctranslate2.specs import model_spec
+
+    (tmp_path / "data").mkdir()
+    ck = trained_nmt(tmp_path / "data")
+    (tmp_path / "out").mkdir()
+    files = {"CK": ck, "DATA": str(tmp_path / "data"), "OUT": str(tmp_path / "out" / "out.pt"),
+             "CT2": str(tmp_path / "out" / "ct2")}
+    real_open = open
+
+    def full(path, mode="r", *args, **kwargs):
+        return FullDisk(io.FileIO(path, "wb")) if "wb" in mode else real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(model_spec, "open", full, raising=False)
+    rc, err = run_tool("export", ["CK", "OUT", "--data", "DATA", "--ct2", "CT2"], files, capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"no space left on the device while writing {files['CT2']}: free some space" in err, err
+    assert f"{files['OUT']} is removed too" in err, err
+    assert list((tmp_path / "out").iterdir()) == []  # neither the export nor a part of the CTranslate2 folder
+    monkeypatch.undo()  # space freed: the same command runs
+    rc, err = run_tool("export", ["CK", "OUT", "--data", "DATA", "--ct2", "CT2"], files, capsys)
+    assert rc == 0 and (tmp_path / "out" / "ct2" / "model.bin").stat().st_size > 4096, err
+
+
 def test_a_full_disk_during_a_checkpoint_save_is_one_line(tmp_path, full_disk):
     """fairseq-train's own writes (the patch's atomic save) read the same failure."""
     from fairseq import UserError, checkpoint_utils

@@ -36,7 +36,7 @@ from argparse import Namespace
 
 import torch
 from fairseq import checkpoint_utils
-from fairseq_define_patch.installed import add_parameter_limit
+from fairseq_define_patch.installed import add_parameter_limit, disk_full
 
 from ..errors import UserError, cli_error
 from ..models.stock_form import NotExportable, export_state  # noqa: F401  (NotExportable: what it raises)
@@ -72,15 +72,18 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
     'fairseq-define[deploy]'``). fairseq stores a translation model's settings as an
     argparse Namespace, which torch's weights-only loader (the converter's default) refuses;
     the file is first read by fairseq's safe loader, which admits only plain data, and the
-    converter then reads it with Namespace allowed. ``quantization``: e.g. int8, float16."""
+    converter then reads it with Namespace allowed. ``quantization``: e.g. int8, float16.
+    The language pair the model was trained on is passed on: the converter reads only the
+    model's settings and otherwise guesses the pair from the data folder's file names."""
     try:
         from ctranslate2.converters import FairseqConverter
     except ImportError:
         raise UserError("CTranslate2 is not installed: pip install 'fairseq-define[deploy]' (or ctranslate2)") from None
     try:
-        checkpoint_utils.safe_torch_load(str(export_path), map_location="cpu")
+        task = checkpoint_utils.safe_torch_load(str(export_path), map_location="cpu")["cfg"]["task"]
     except checkpoint_utils.CheckpointLoadError as e:
         raise UserError(str(e)) from None
+    pair = {k: task.get(k) for k in ("source_lang", "target_lang")}
     if os.path.lexists(output_dir):
         raise UserError(f"{output_dir} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
     # converted into a fresh folder beside it, renamed when complete: all or nothing
@@ -88,8 +91,15 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(output_dir))}.", dir=parent)
     try:
         with torch.serialization.safe_globals([Namespace]):
-            FairseqConverter(str(export_path), str(data)).convert(tmp, quantization=quantization, force=True)
+            FairseqConverter(str(export_path), str(data), **pair).convert(tmp, quantization=quantization, force=True)
         os.rename(tmp, output_dir)
+    except (OSError, RuntimeError) as e:  # the converter's files (model.bin, vocabularies) failed to write
+        if disk_full(e):
+            raise UserError(f"no space left on the device while writing {output_dir}: free some space or write "
+                            f"elsewhere ({output_dir} is not made)") from None
+        if not isinstance(e, OSError):
+            raise
+        raise UserError(f"cannot write {output_dir}: {e.strerror or e} ({output_dir} is not made)") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -131,8 +141,13 @@ def main(argv=None) -> int:
         data = args.data or safe_data_dir(args.output)
         try:
             convert_to_ctranslate2(args.output, data, args.ct2, args.ct2_quantization)
-        except UserError as e:
-            return cli_error(parser.prog, e)
+        except BaseException as e:
+            # the command is all or nothing: the export written above goes too, so that the
+            # same command runs again once the cause is fixed (it refuses an existing output)
+            os.unlink(args.output)
+            if not isinstance(e, UserError):
+                raise
+            return cli_error(parser.prog, f"{e}; {args.output} is removed too, so the same command can run again")
         logger.info("wrote %s: the CTranslate2 model (%s)", args.ct2, args.ct2_quantization or "float32")
     return 0
 
