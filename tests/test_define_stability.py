@@ -213,3 +213,33 @@ def test_centred_init_starts_without_a_shared_output(centring, shared):
         out = emb(torch.arange(40)[None])[0]  # [V, m]
     ratio = (out.mean(0).norm() / out.norm(dim=-1).mean()).item()
     assert (ratio > 0.2) == shared, ratio
+
+
+@pytest.mark.parametrize("style", ["paper", "authors"])
+@pytest.mark.parametrize("path", ["auto", "reference"])
+def test_a_deep_copy_trains_as_the_original(style, path):
+    """torch's deepcopy drops a parameter's gradient hooks: on the modules path (path
+    reference, or a unit with dropout) a copy trained unscaled and uncentred."""
+    import copy
+
+    from fairseq_define.modules.define.embedding import set_unit_run
+
+    torch.manual_seed(0)
+    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None), 40, 1, 32)
+    set_unit_run(emb, path=path)
+    twin = copy.deepcopy(emb)
+    tokens, weight = torch.randint(2, 40, (3, 7)), torch.linspace(-1, 1, 32)
+    for m in (emb, twin, emb):  # the original keeps its hooks after the copy, and only one set
+        m.zero_grad()
+        (m(tokens) * weight).sum().backward()
+    grads = dict(emb.named_parameters())
+    for name, p in twin.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-5, atol=1e-8), name
+    torch.manual_seed(0)  # and what the hooks compute is the stability settings: unscaled differs
+    plain = DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_unit_grad_scale=1.0,
+                                           define_unit_centring="none"), 40, 1, 32)
+    plain.load_state_dict(emb.state_dict())
+    set_unit_run(plain, path=path)
+    (plain(tokens) * weight).sum().backward()
+    unit_grads = [(p.grad, grads[name].grad) for name, p in plain.named_parameters() if name.startswith("unit.")]
+    assert not all(torch.allclose(a, b, rtol=1e-3, atol=1e-8) for a, b in unit_grads)

@@ -3,6 +3,7 @@ language models' adaptive input) -> DeFINE unit (paper section 3.4, Figure 1): a
 replacement for a model's ``embed_tokens``. What differs between the unit's styles comes
 from their table (styles.py)."""
 
+import copy
 import logging
 import math
 from typing import Optional
@@ -118,6 +119,27 @@ class DefineEmbedding(nn.Module):
             if centring:  # before the scale
                 self.grad_centring = centre_unit_gradients(self.unit, self._stability_hooks)
             scale_unit_gradients(self.unit, scale, self._stability_hooks)
+
+    def __deepcopy__(self, memo):
+        """A copy with stability hooks of its own: torch's deepcopy drops a parameter's
+        gradient hooks and keeps its forward hooks, so a copy on the modules path trained
+        unscaled and uncentred while its forward hooks queued work no weight hook took.
+        The hooks are lifted off for the copy and put back on both."""
+        hooked = self._stability_hooks is not None
+        if hooked:
+            for handle in self._stability_hooks:
+                handle.remove()
+            self._stability_hooks, self.grad_centring = None, None
+        try:
+            new = self.__class__.__new__(self.__class__)
+            memo[id(self)] = new
+            new.__setstate__(copy.deepcopy(self.__dict__, memo))
+        finally:
+            if hooked:
+                self.route_stability()
+        if hooked:
+            new.route_stability()
+        return new
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
