@@ -45,9 +45,10 @@ baseline at the same n, and what does each save against a standard tied table?
              "adaptive_d256 define_untied_n64_o112 adaptive_d256_f1.9 define_untied_n128"
              --no-second-seed --updates 3000 --minutes 200 --workdir
              work/studies/lm_transformer_wikitext2_u3000 --out
-             docs/studies/lm_transformer_wikitext2/u3000; 30-36 minutes an arm on one thread.
-             Expected, test ppl (seed 1): adaptive input 153.6 at 7.38M vs DeFINE 161.8 at
-             7.42M; adaptive input 165.4 at 5.51M vs DeFINE 179.5 at 5.51M.
+             docs/studies/lm_transformer_wikitext2/u3000; 30-39 minutes an arm on one thread
+             (--arms 'ARM_s2' for seed 2). Expected, test ppl, seeds 1 / 2: adaptive input
+             153.6 / 154.2 at 7.38M vs DeFINE 161.8 / 163.2 at 7.42M; adaptive input
+             165.4 / 162.9 at 5.51M vs DeFINE 179.5 / 182.5 at 5.51M.
   Paper:     no Transformer LM rows in DeFINE's paper; its abstract cites adaptive input
              (Baevski & Auli 2019: transformer_lm_wiki103, 247M parameters, 18.7 test
              perplexity on WikiText-103). Table 2 (Transformer-XL, WikiText-103), test
