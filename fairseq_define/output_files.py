@@ -99,15 +99,23 @@ def atomic_write(path, write: Callable, *, binary: bool = True, overwrite: bool 
                 raise OutputExistsError(f"{path} appeared while it was written; nothing was overwritten") from None
             os.replace(tmp, path)
     except (OSError, RuntimeError) as e:  # torch.save reports a write that failed as a RuntimeError
-        if disk_full(e):
-            raise UserError(f"no space left on the device while writing {path}: free some space or write "
-                            f"elsewhere ({path} is unchanged)") from None
-        if not isinstance(e, OSError):
-            raise
-        raise UserError(f"cannot write {path}: {e.strerror or e} ({path} is unchanged)") from None
+        raise_write_failure(path, e, "unchanged")
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def raise_write_failure(path, exc, outcome: str):
+    """The one line for a write of ``path`` that failed with ``exc`` (an OSError, or the
+    RuntimeError torch.save reports a failed write as): a full disk, or another OSError, as a
+    UserError saying ``path`` is ``outcome`` ("unchanged", "not made"); anything else is
+    raised as it is."""
+    if disk_full(exc):
+        raise UserError(f"no space left on the device while writing {path}: free some space or write "
+                        f"elsewhere ({path} is {outcome})") from None
+    if not isinstance(exc, OSError):
+        raise exc
+    raise UserError(f"cannot write {path}: {exc.strerror or exc} ({path} is {outcome})") from None
 
 
 def save_checkpoint(state, path, *, overwrite: bool = False, flag: str = "--overwrite") -> None:

@@ -36,11 +36,11 @@ from argparse import Namespace
 
 import torch
 from fairseq import checkpoint_utils
-from fairseq_define_patch.installed import add_parameter_limit, disk_full
+from fairseq_define_patch.installed import add_parameter_limit
 
 from ..errors import UserError, cli_error
 from ..models.stock_form import NotExportable, export_state  # noqa: F401  (NotExportable: what it raises)
-from ..output_files import check_output, save_checkpoint
+from ..output_files import check_output, raise_write_failure, save_checkpoint
 from .inference_checkpoint import load_ensemble, read_for_rewrite
 
 logger = logging.getLogger("fairseq_define.export")
@@ -72,7 +72,8 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
     'fairseq-define[deploy]'``). fairseq stores a translation model's settings as an
     argparse Namespace, which torch's weights-only loader (the converter's default) refuses;
     the file is first read by fairseq's safe loader, which admits only plain data, and the
-    converter then reads it with Namespace allowed. ``quantization``: e.g. int8, float16.
+    converter then reads it with Namespace allowed. ``data``: the data directory (None: the
+    one the export's task names); ``quantization``: e.g. int8, float16.
     The language pair the model was trained on is passed on: the converter reads only the
     model's settings and otherwise guesses the pair from the data folder's file names."""
     try:
@@ -84,6 +85,7 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
     except checkpoint_utils.CheckpointLoadError as e:
         raise UserError(str(e)) from None
     pair = {k: task.get(k) for k in ("source_lang", "target_lang")}
+    data = data or task["data"]  # the data directory the export's task names
     if os.path.lexists(output_dir):
         raise UserError(f"{output_dir} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
     # converted into a fresh folder beside it, renamed when complete: all or nothing
@@ -94,12 +96,7 @@ def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> 
             FairseqConverter(str(export_path), str(data), **pair).convert(tmp, quantization=quantization, force=True)
         os.rename(tmp, output_dir)
     except (OSError, RuntimeError) as e:  # the converter's files (model.bin, vocabularies) failed to write
-        if disk_full(e):
-            raise UserError(f"no space left on the device while writing {output_dir}: free some space or write "
-                            f"elsewhere ({output_dir} is not made)") from None
-        if not isinstance(e, OSError):
-            raise
-        raise UserError(f"cannot write {output_dir}: {e.strerror or e} ({output_dir} is not made)") from None
+        raise_write_failure(output_dir, e, "not made")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -138,9 +135,8 @@ def main(argv=None) -> int:
         return cli_error(parser.prog, e)
     logger.info("wrote %s: fairseq's %s, loads without --user-dir", args.output, arch)
     if args.ct2:
-        data = args.data or safe_data_dir(args.output)
         try:
-            convert_to_ctranslate2(args.output, data, args.ct2, args.ct2_quantization)
+            convert_to_ctranslate2(args.output, args.data, args.ct2, args.ct2_quantization)
         except BaseException as e:
             # the command is all or nothing: the export written above goes too, so that the
             # same command runs again once the cause is fixed (it refuses an existing output)
@@ -150,11 +146,6 @@ def main(argv=None) -> int:
             return cli_error(parser.prog, f"{e}; {args.output} is removed too, so the same command can run again")
         logger.info("wrote %s: the CTranslate2 model (%s)", args.ct2, args.ct2_quantization or "float32")
     return 0
-
-
-def safe_data_dir(path) -> str:
-    """The data directory an exported checkpoint names (its task's data)."""
-    return checkpoint_utils.safe_torch_load(str(path), map_location="cpu")["cfg"]["task"]["data"]
 
 
 if __name__ == "__main__":
