@@ -41,7 +41,8 @@ usual setup shares one table between both sides and the output (--share-all-embe
              paper's unit 34.21 (3.13M; 33.67 / 33.70 / 35.27), the projective map 33.81
              (2.92M; 34.11 / 33.14 / 34.18); the paired bootstrap against the projective
              map, seeds 1 / 2 / 3: the authors' unit p = 0.35 / 0.015 / 0.027 on BLEU, 0.34 /
-             0.039 / 0.016 on chrF; the paper's unit p = 0.012 and 0.001 at seed 3. Two
+             0.039 / 0.016 on chrF; the paper's unit behind at seed 1 (p = 0.002 / 0.035), ahead
+             at seeds 2 and 3 (0.006 / 0.002, 0.012 / 0.001). Two
              seeds: the untied Transformer at d = 96 32.72 (3.07M); one: the shared Transformer
              at d = 128 35.42 (2.40M). A seed-3 arm: 27-28 minutes on one idle thread.
   Paper:     Table 3 (WMT14 EN-DE, GPUs): Transformer 25.81 (92M) vs + DeFINE 28.25 (68M)
