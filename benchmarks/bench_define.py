@@ -62,13 +62,14 @@ from fairseq_define.modules import (
     build_authors_schedule,
     build_schedule,
 )
-from fairseq_define.modules.define.embedding import COMPILE_MODES, set_unit_run
+from fairseq_define.modules.define.embedding import set_unit_run
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
 from op_count import OpRecorder, host_syncs  # noqa: E402
+from unit_run import COMPILE_MODES, TrainingPath, set_bench_run  # noqa: E402
 
 DATA_ROOT = None  # --data-root
 ROW_BUCKET = 0  # --row-bucket
@@ -137,7 +138,7 @@ def build_style_unit(style, n, k, m, depth):
 def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_mode=None):
     """At 8192 rows, and at about the rows the unique-token path hands the unit at the paper's
     NMT batch (4096 tokens a side: some 1,500-2,000 distinct). With ``compile_mode`` a copy of
-    each unit under torch.compile (as ``set_unit_run`` compiles it) joins the rounds; on CUDA another
+    each unit under torch.compile (as ``unit_run.set_bench_run`` compiles it) joins the rounds; on CUDA another
     copy's step replayed as a CUDA graph: how much of the unit's time is launches."""
     print("\n1a. DeFINE unit fwd+bwd vs torch.matmul fwd+bwd of comparable size (target >= 0.75); ops: the non-view "
           "aten operators of the unit's fwd+bwd on this device (benchmarks/op_count.py); compiled: the fraction "
@@ -146,7 +147,7 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_m
           f"{'fraction':>9} {'ops':>4} {'compiled':>9} {'graph':>6}")
     for style in ("paper", "authors"):
         for label, n, k, m, depth in UNIT_SHAPES:
-            unit = build_style_unit(style, n, k, m, depth).to(device, dtype)
+            unit = TrainingPath(build_style_unit(style, n, k, m, depth).to(device, dtype))  # the training path
             compiled = None
             if compile_mode:
                 compiled = copy.deepcopy(unit)
@@ -179,14 +180,14 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_m
                 rate_mm = 2 * 3 * tokens * w * w / times["mm"] / 1e9
 
                 def fraction(name):
-                    return f"{unit_flops(unit, tokens) / times[name] / 1e9 / rate_mm:.2f}" if name in times else "-"
+                    return f"{unit_flops(unit.unit, tokens) / times[name] / 1e9 / rate_mm:.2f}" if name in times else "-"
 
                 unit.zero_grad(set_to_none=True)  # as a training step finds them (fairseq's zero_grad)
                 x.grad = None
                 with OpRecorder() as ops:
                     steps["unit"]()
                 print(f"{style:<8} {label:<38} {tokens:>5} {tokens / times['unit']:>14.0f} "
-                      f"{unit_flops(unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} {fraction('unit'):>9} "
+                      f"{unit_flops(unit.unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} {fraction('unit'):>9} "
                       f"{sum(ops.ops.values()):>4} {fraction('compiled'):>9} {fraction('graph'):>6}")
 
 
@@ -273,9 +274,9 @@ def report(times, tokens, base="projective"):
 def compile_units(model, step, mode="default", bucket=0) -> float:
     """``torch.compile`` the DeFINE units of ``model`` (dynamic row count) in torch.compile's
     ``mode`` (reduce-overhead: CUDA graphs of the compiled units on a GPU), their rows padded
-    to a multiple of ``bucket`` (``set_unit_run``); returns the seconds of the first ``step``,
-    which compiles."""
-    set_unit_run(model, compile_mode=mode, row_bucket=bucket)
+    to a multiple of ``bucket`` (``unit_run.set_bench_run``); returns the seconds of the first
+    ``step``, which compiles."""
+    set_bench_run(model, compile_mode=mode, row_bucket=bucket)
     start = time.perf_counter()
     step()
     return time.perf_counter() - start

@@ -71,14 +71,18 @@ def host_syncs(ops: Counter) -> list:
 
 # (label, n, k, m, N): the units of benchmarks/bench_define.py's benchmark 1
 SHAPES = [("NMT", 128, 1024, 512, 3), ("LSTM", 384, 1024, 384, 7), ("TXL", 384, 4096, 384, 3)]
+# (style, transform, --define-dropout) of the units counted
+UNITS = [("paper", "define", 0.0), ("authors", "define", 0.0), ("paper", "define", 0.1), ("authors", "define", 0.1),
+         ("paper", "projective", 0.0)]
 
 
-def build(style: str, transform: str, token_path: str, n: int, k: int, m: int, depth: int, vocab: int = 1000):
+def build(style: str, transform: str, token_path: str, n: int, k: int, m: int, depth: int, vocab: int = 1000,
+          dropout: float = 0.0):
     from fairseq_define.modules import DefineConfig, DefineEmbedding, DefineOptions
     from fairseq_define.modules.define.embedding import set_unit_run
 
     cfg = replace(DefineConfig(), define_style=style, define_transform=transform, define_map_dim=n,
-                  define_expand_dim=k, define_depth=depth)
+                  define_expand_dim=k, define_depth=depth, define_dropout=dropout)
     torch.manual_seed(0)
     return set_unit_run(DefineEmbedding(DefineOptions.from_config(cfg), vocab, 1, m), token_path=token_path)
 
@@ -93,14 +97,14 @@ def main():
     tokens = torch.randint(4, 1000, (8, 32))
     print("non-view aten operators of a training step (forward + backward) of the DeFINE embedding, as CUDA and "
           "as the CPU dispatch them (the CPU copies a grouped layer's product once more)")
-    print(f"{'shape':<5} {'unit':<11} {'token path':<10} {'cuda':>5} {'cpu':>5}  host syncs")
+    print(f"{'shape':<5} {'unit':<15} {'token path':<10} {'cuda':>5} {'cpu':>5}  host syncs")
     for label, n, k, m, depth in SHAPES:
-        for style, transform in (("paper", "define"), ("authors", "define"), ("paper", "projective")):
-            for path in ("unique", "plain"):
-                emb = build(style, transform, path, n, k, m, depth)
+        for style, transform, dropout in UNITS:
+            for path in ("unique", "plain") if not dropout else ("plain",):  # dropout: one row a position
+                emb = build(style, transform, path, n, k, m, depth, dropout=dropout)
                 ops = {device: step_ops(emb, tokens, device) for device in ("cuda", "cpu")}
-                name = style if transform == "define" else transform
-                print(f"{label:<5} {name:<11} {path:<10} {sum(ops['cuda'].values()):>5} {sum(ops['cpu'].values()):>5}  "
+                name = (style if transform == "define" else transform) + (" dropout" if dropout else "")
+                print(f"{label:<5} {name:<15} {path:<10} {sum(ops['cuda'].values()):>5} {sum(ops['cpu'].values()):>5}  "
                       f"{', '.join(host_syncs(ops['cuda'])) or '-'}")
                 if args.verbose:
                     for op, calls in ops["cuda"].most_common():

@@ -89,6 +89,16 @@ def compile_with_aot_eager(monkeypatch):
                         lambda module, *a, **kw: original(module, *a, **{**kw, "mode": None, "backend": "aot_eager"}))
 
 
+def benchmark_module(name: str):
+    """The script benchmarks/<name>.py as a module (benchmarks/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def assert_one_compiled_graph(compiled, eager, batches, vocab=40):
     """A compiled DeFINE embedding and its eager twin over token batches of the (B, T) sizes
     ``batches``: the same outputs and gradients, and one graph with no break and no

@@ -13,9 +13,7 @@ from fairseq.data import Dictionary
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
-from fairseq_define.modules.define.group_linear import GroupLinear
 from fairseq_define.modules.stability.gradients import centre, scale
-from fairseq_define.modules.stability.unit_grad_scale import centre_unit_gradients
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 from .helpers import define_options, ptb_style
@@ -132,30 +130,12 @@ def test_non_positive_scale_is_refused(bad):
         DefineEmbedding(define_options(define_unit_grad_scale=bad), 40, 1, 24)
 
 
-@pytest.mark.parametrize("groups,shuffle", [(1, False), (2, False), (4, True)])
-def test_centred_gradient_is_the_gradient_at_the_centred_input(groups, shuffle):
-    """The weight's gradient is what the same layer would get reading x - mean(x); the
-    output and the bias's gradient are those of the plain layer."""
-    torch.manual_seed(0)
-    layer = GroupLinear(16, 8, groups, shuffle=shuffle).double()
-    plain = GroupLinear(16, 8, groups, shuffle=shuffle).double()
-    plain.load_state_dict(layer.state_dict())
-    centre_unit_gradients(layer)
-    x = torch.randn(3, 5, 16).double() + torch.linspace(0.5, 2, 16).double()  # [B, T, in], shared mean
-    upstream = torch.randn(3, 5, 8).double()
-    y = layer(x)
-    assert torch.equal(y, plain(x))
-    (y * upstream).sum().backward()
-    (plain(x - x.mean((0, 1))) * upstream).sum().backward()  # the output is linear in x
-    torch.testing.assert_close(layer.weight.grad, plain.weight.grad)
-    torch.testing.assert_close(layer.bias.grad, plain.bias.grad)
-
-
 @pytest.mark.parametrize("groups", [1, 4])
 @pytest.mark.parametrize("counted", [False, True], ids=["plain-rows", "counted-rows"])
 def test_both_forms_of_the_centring_give_the_gradient_at_the_centred_input(groups, counted):
-    """gradients.centre on the weight's gradient (the hooks' form) and on the output gradient
-    before the weight's matmul (the fused backward's form) both give sum_t c_t-weighted
+    """gradients.centre on the weight's gradient and on the output gradient before the
+    weight's matmul (the training path's form; tests/test_fused_unit.py holds it to the
+    first applied to the reference's gradients) both give sum_t c_t-weighted
     (x_t - mean x) g_t^T, the mean over positions (rows standing for c_t positions each)."""
     torch.manual_seed(0)
     T, i, o = 9, 8, 12
@@ -216,30 +196,26 @@ def test_centred_init_starts_without_a_shared_output(centring, shared):
 
 
 @pytest.mark.parametrize("style", ["paper", "authors"])
-@pytest.mark.parametrize("path", ["auto", "reference"])
-def test_a_deep_copy_trains_as_the_original(style, path):
-    """torch's deepcopy drops a parameter's gradient hooks: on the modules path (path
-    reference, or a unit with dropout) a copy trained unscaled and uncentred."""
+def test_a_deep_copy_trains_as_the_original(style):
+    """A deep copy of an embedding (EMA, fairseq's model copies) trains with the stability
+    settings as the original does: they live in the training path's backward, not in hooks
+    a copy would lose."""
     import copy
-
-    from fairseq_define.modules.define.embedding import set_unit_run
 
     torch.manual_seed(0)
     emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None), 40, 1, 32)
-    set_unit_run(emb, path=path)
     twin = copy.deepcopy(emb)
     tokens, weight = torch.randint(2, 40, (3, 7)), torch.linspace(-1, 1, 32)
-    for m in (emb, twin, emb):  # the original keeps its hooks after the copy, and only one set
+    for m in (emb, twin):
         m.zero_grad()
         (m(tokens) * weight).sum().backward()
     grads = dict(emb.named_parameters())
     for name, p in twin.named_parameters():
         torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-5, atol=1e-8), name
-    torch.manual_seed(0)  # and what the hooks compute is the stability settings: unscaled differs
+    torch.manual_seed(0)  # and what the copy's backward applies is the stability settings: unscaled differs
     plain = DefineEmbedding(define_options(define_style=style, define_max_groups=None, define_unit_grad_scale=1.0,
                                            define_unit_centring="none"), 40, 1, 32)
     plain.load_state_dict(emb.state_dict())
-    set_unit_run(plain, path=path)
     (plain(tokens) * weight).sum().backward()
     unit_grads = [(p.grad, grads[name].grad) for name, p in plain.named_parameters() if name.startswith("unit.")]
     assert not all(torch.allclose(a, b, rtol=1e-3, atol=1e-8) for a, b in unit_grads)

@@ -3,7 +3,6 @@ language models' adaptive input) -> DeFINE unit (paper section 3.4, Figure 1): a
 replacement for a model's ``embed_tokens``. What differs between the unit's styles comes
 from their table (styles.py)."""
 
-import copy
 import logging
 import math
 from typing import Optional
@@ -11,15 +10,13 @@ from typing import Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.fx.experimental._config as fx_config
 from fairseq.modules import FairseqDropout
 
-from ..config_bounds import MAX_ROW_BUCKET, check_size
 from .config import DefineConfigError
-from .fused_unit import PATHS, describe_path
+from .fused_unit import describe_path, program_of, unit_forward, unit_layers
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
-from ..stability.unit_grad_scale import centre_reduce_bias, centre_unit_gradients, log_stability, scale_unit_gradients
+from ..stability.unit_grad_scale import centre_reduce_bias, log_stability
 
 logger = logging.getLogger(__name__)
 
@@ -80,66 +77,23 @@ class DefineEmbedding(nn.Module):
         # how the unit runs, which no weight's function depends on (set_unit_run): the unique-token
         # path changes nothing only if no dropout acts inside the embedding
         self.token_path = "auto"
-        self.row_bucket = 0
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
-        self.grad_centring = None  # the centring hooks' counts, where hooks carry the stability settings
-        self.stability = None  # (centring, grad scale) of a deep unit; the projective baseline trains as is
-        self._stability_hooks = None  # the hooks' handles
+        self.stability = None  # (centring, grad scale) of a unit with layers; the projective map trains as is
+        self.program = None  # the unit as its training path's program (fused_unit.program_of)
         if options.cached_table:
             self.unit = None
             self.cached_table = nn.Embedding(num_embeddings, self.embedding_dim, padding_idx)
         else:
             self.unit = build_unit(options, self.schedule)
             self.cached_table = None
-            if self.schedule.layer_out:
+            self.program = program_of(self.unit)
+            if self.program is not None:
                 centring = options.unit_centring == "batch_mean"
                 if centring and self.map_device().type != "meta":  # (built to count parameters)
                     centre_reduce_bias(self.unit, self.map_outputs_at_init())
                 self.stability = (centring, options.unit_grad_scale)
-            self.route_stability()
-            logger.info("DeFINE unit: %s", describe_path(self.unit))
-
-    def route_stability(self):
-        """Hand the stability settings (docs/stability.md) to where the unit's gradients are
-        computed, as its path says (fused_unit.describe_path): the fast path's backward, or
-        hooks on the modules' autograd graph (stability/unit_grad_scale.py)."""
-        if self.unit is None or self.stability is None:
-            return
-        centring, scale = self.stability
-        if self.unit.path == "auto" and self.unit.program is not None:
-            if self._stability_hooks is not None:
-                for handle in self._stability_hooks:
-                    handle.remove()
-                self._stability_hooks, self.grad_centring = None, None
-            self.unit.grad_centring, self.unit.grad_scale = centring, scale
-            log_stability(self.unit, centring, scale)
-        elif self._stability_hooks is None:
-            self.unit.grad_centring, self.unit.grad_scale = False, 1.0
-            self._stability_hooks = []
-            if centring:  # before the scale
-                self.grad_centring = centre_unit_gradients(self.unit, self._stability_hooks)
-            scale_unit_gradients(self.unit, scale, self._stability_hooks)
-
-    def __deepcopy__(self, memo):
-        """A copy with stability hooks of its own: torch's deepcopy drops a parameter's
-        gradient hooks and keeps its forward hooks, so a copy on the modules path trained
-        unscaled and uncentred while its forward hooks queued work no weight hook took.
-        The hooks are lifted off for the copy and put back on both."""
-        hooked = self._stability_hooks is not None
-        if hooked:
-            for handle in self._stability_hooks:
-                handle.remove()
-            self._stability_hooks, self.grad_centring = None, None
-        try:
-            new = self.__class__.__new__(self.__class__)
-            memo[id(self)] = new
-            new.__setstate__(copy.deepcopy(self.__dict__, memo))
-        finally:
-            if hooked:
-                self.route_stability()
-        if hooked:
-            new.route_stability()
-        return new
+                log_stability(unit_layers(self.unit), *self.stability)
+            logger.info("DeFINE unit: %s", describe_path(self.program))
 
     @torch.no_grad()
     def map_outputs_at_init(self, samples: int = 16384):
@@ -185,30 +139,11 @@ class DefineEmbedding(nn.Module):
         return self.run_unit(e, None, None, scale)  # [B, T, m]
 
     def run_unit(self, e, counts, positions, scale):
-        """The unit on scale * e (e [*, n]), each row standing for ``counts`` [rows] positions
-        of ``positions`` (the unique-token path; None: one each), padded to a multiple of
-        ``row_bucket`` rows (:func:`pad_rows`, :func:`set_unit_run`)."""
-        lead = e.shape[:-1]
-        rows = e.numel() // e.shape[-1]
-        if self.row_bucket:  # every batch, padded or not, hands the unit counts of one kind
-            e, counts, positions = pad_rows(e.reshape(rows, -1), counts, positions, self.row_bucket)  # [R', n], [R']
-        if self.grad_centring is not None:  # the hooks' centring reads the counts (the fused path takes them)
-            self.grad_centring.token_counts = counts
-        try:
-            out = self._call_unit(e, token_counts=counts, positions=positions, input_scale=scale)
-        finally:
-            if self.grad_centring is not None:
-                self.grad_centring.token_counts = None
-        return out if out.shape[:-1] == lead else out[:rows].view(*lead, -1)  # [*, m]
-
-    def _call_unit(self, e, **kwargs):
-        """The unit on e; compiled (:func:`set_unit_run`), with each size its own symbol: by
-        default dynamo gives sizes of equal value one symbol, and a batch whose row count
-        happens to equal n would tie it to n, which the weights fix (a recompile later)."""
-        if getattr(self.unit, "_compiled_call_impl", None) is None:
-            return self.unit(e, **kwargs)
-        with fx_config.patch(use_duck_shape=False):
-            return self.unit(e, **kwargs)
+        """The unit on scale * e (e [*, n]) -> [*, m], each row standing for ``counts`` [rows]
+        positions of ``positions`` (the unique-token path; None: one each): a call that
+        wants a gradient takes the unit's training path, with the stability settings in its
+        backward (fused_unit.unit_forward)."""
+        return unit_forward(self.unit, self.program, e, self.stability, counts, positions, scale)
 
     def unit_input(self, tokens):
         """(e, factor): the unit's input for ``tokens`` is factor * e, with the factor apart
@@ -248,7 +183,7 @@ class DefineEmbedding(nn.Module):
         if self.cached_table is not None:
             return self.cached_table.weight
         ids = torch.arange(self.num_embeddings, device=self.map_device())
-        return torch.cat([self.unit(self.map_tokens(part)) for part in ids.split(chunk)])  # [V, m]
+        return torch.cat([self.run_unit(self.map_tokens(part), None, None, 1.0) for part in ids.split(chunk)])  # [V, m]
 
     @torch.no_grad()
     def cache_table(self, chunk: int = 8192):
@@ -261,29 +196,10 @@ class DefineEmbedding(nn.Module):
         table.weight.data.copy_(rows)
         self.cached_table = table.to(rows.device, rows.dtype)
         self.unit = None
+        self.program = self.stability = None
 
     def map_device(self):
         return next(self.map.parameters()).device
-
-
-def pad_rows(e: torch.Tensor, counts, positions, bucket: int):
-    """``e`` [R, n] with zero rows up to a multiple of ``bucket`` rows (:func:`set_unit_run`),
-    the counts [R'] each row stands for (a padded row: none) and the positions they sum to.
-
-    A padded row's output is dropped, so its gradient is zero: it adds nothing to any
-    parameter's gradient, and the gradient centring reads the counts. The counts carry the
-    1 / positions factor themselves (positions 1): the unit's inputs are then tensors of a
-    bucket's shape and constants, so a compiled unit's CUDA graph is replayed for every
-    batch of that bucket, whatever its row count."""
-    rows = e.shape[0]
-    padded = -(-rows // bucket) * bucket
-    dtype = torch.promote_types(e.dtype, torch.float32)  # e's own in float64 (a bf16 unit rounds them as it rounds counts)
-    weights = torch.zeros(padded, device=e.device, dtype=dtype)  # [R']
-    if counts is None:
-        weights[:rows] = 1.0 / rows
-    else:
-        weights[:rows] = counts.to(dtype) / positions
-    return F.pad(e, (0, 0, 0, padded - rows)), weights, 1
 
 
 def cache_define_tables(model: nn.Module) -> int:
@@ -299,59 +215,26 @@ def cache_define_tables(model: nn.Module) -> int:
 
 # how an embedding may run its unit (set_unit_run); none changes what the weights compute
 TOKEN_PATHS = ("auto", "unique", "plain")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def set_unit_run(module: nn.Module, path: Optional[str] = None, token_path: Optional[str] = None,
-                 compile_mode: Optional[str] = None, row_bucket: Optional[int] = None) -> nn.Module:
+def set_unit_run(module: nn.Module, token_path: Optional[str] = None) -> nn.Module:
     """How every DeFINE embedding of ``module`` (one, or a model holding them) runs its unit,
     for the benchmarks and tests that measure it (docs/benchmarks.md; no model setting: no
-    recipe gains from them yet). None leaves a setting as it is.
+    recipe gains from it yet). None leaves a setting as it is.
 
-    - ``path``: ``auto`` (every unit's) runs a training step through the fast path
-      (fused_unit.py) where it takes the unit, else the modules (unit.py, unit_authors.py,
-      group_linear.py); ``reference`` runs the modules always, with the stability settings as
-      hooks (the same function and gradients: tests/test_fused_unit.py); logged;
     - ``token_path``: ``unique`` runs the unit once per distinct token of the batch and
       gathers the rows (the same outputs and gradients, less work; taken only without active
       dropout in the embedding), ``plain`` once per position, ``auto`` (an embedding's
       default) unique on the CPU, plain elsewhere (torch.unique's data-dependent size makes
-      the host wait for the device every step, and defeats CUDA graphs);
-    - ``compile_mode``: run each unit under torch.compile in this mode (``default`` or one of
-      torch.compile's), with a dynamic row count: one graph, no recompile; the module keeps
-      its parameter names, so checkpoints load as before (docs/define_unit.md);
-    - ``row_bucket``: pad the unit's rows with zero rows to a multiple of this many (0:
-      none), so that a compiled unit sees a few static shapes (CUDA graphs); a padded row
-      changes no output and no gradient (:func:`pad_rows`).
+      the host wait for the device every step, and defeats CUDA graphs).
 
     Returns ``module``."""
-    if path is not None and path not in PATHS:
-        raise DefineConfigError(f"path must be one of {', '.join(PATHS)}, got {path!r}")
     if token_path is not None and token_path not in TOKEN_PATHS:
         raise DefineConfigError(f"token_path must be one of {', '.join(TOKEN_PATHS)}, got {token_path!r}")
-    if compile_mode is not None and compile_mode not in COMPILE_MODES:
-        raise DefineConfigError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {compile_mode!r}")
-    if row_bucket is not None:
-        if isinstance(row_bucket, bool) or not isinstance(row_bucket, int) or row_bucket < 0:
-            raise DefineConfigError(f"row_bucket must be 0 (no padding) or a positive number of rows, got {row_bucket!r}")
-        check_size("row_bucket", "row_bucket", row_bucket, MAX_ROW_BUCKET)
     embeddings = [m for m in module.modules() if isinstance(m, DefineEmbedding)]
     for emb in embeddings:
-        if path is not None and emb.unit is not None:
-            emb.unit.path = path
-            emb.route_stability()
-            logger.info("DeFINE unit: %s", describe_path(emb.unit))
         if token_path is not None:
             emb.token_path = token_path
-        if row_bucket is not None:
-            emb.row_bucket = row_bucket
-        if compile_mode is not None and emb.unit is not None:
-            emb.unit.compile(dynamic=True, mode=None if compile_mode == "default" else compile_mode)
-    said = [f"token path {token_path}"] if token_path is not None else []
-    if compile_mode is not None:
-        said.append(f"under torch.compile (mode {compile_mode}, a dynamic row count)")
-    if row_bucket is not None:
-        said.append(f"rows padded to a multiple of {row_bucket}" if row_bucket else "rows not padded")
-    if embeddings and said:
-        logger.info("DeFINE units of %d embedding(s): %s", len(embeddings), "; ".join(said))
+    if embeddings and token_path is not None:
+        logger.info("DeFINE units of %d embedding(s): token path %s", len(embeddings), token_path)
     return module

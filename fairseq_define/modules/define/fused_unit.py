@@ -1,12 +1,18 @@
-"""The DeFINE unit's training step, written as flash-attention's Triton layer norm is: a short
-functional reference of the unit (:func:`unit_ref`, the paper's equations for both styles),
-then the fast path that computes the same function and gradients in a fraction of the
-kernels (:func:`run_forward`, :func:`run_backward`), then the autograd Function that joins
-them to autograd, and which of the fast path and the modules a unit runs (its ``path``).
+"""The DeFINE unit's one training path, written as flash-attention's Triton layer norm is: a
+short functional reference of the unit (:func:`unit_reference`, the paper's equations read off
+the unit's parameters, both styles, every transform, dropout with given masks), then the fast
+path that computes the same function and gradients in a fraction of the kernels (a unit turned
+into a program of :class:`Step` s by :func:`program_of`; :func:`run_forward`,
+:func:`run_backward`), then the autograd Function that joins them to autograd, and
+:func:`unit_forward`, which takes a call of the unit to it or to the modules.
 
-A unit's layers, in either style, are a program of :class:`Step` s (the units' ``_program``);
-the reference and the fast path both read it. What the modules' autograd graph spends kernels
-on, and what the fast path does instead (docs/define_unit.md, "Kernels"):
+Every call that wants a gradient (every training step) of every unit with layers, in either
+style, takes the Function; calls without gradients, inference among them, run the modules
+(unit.py, unit_authors.py, group_linear.py: the inference path and the readable spec, which
+import nothing of this file). The projective map (one Linear n -> m) runs its module always.
+
+What the modules' autograd graph spends kernels on, and what the fast path does instead
+(docs/define_unit.md, "Kernels"):
 
 - a group linear layer computes [g, T, out/g] and copies it to [T, out] (and its input
   gradient back): here the grouped matmul writes the [T, out] layout where the device lets it,
@@ -14,16 +20,15 @@ on, and what the fast path does instead (docs/define_unit.md, "Kernels"):
 - the split-and-mix of section 3.3 is one ``cat`` of [T, g, n/g] and [T, g, w/g] views, but
   its gradient is never copied back: the input's share is added in place into the input's
   gradient, the previous output's share is read where it lies;
-- ``--define-unit-centring batch_mean`` centres the output gradient in the weight's gradient,
+- the stability settings (docs/stability.md) live in the backward and nowhere else:
+  ``--define-unit-centring batch_mean`` centres the output gradient in the weight's gradient,
   sum_t x_t (g_t - c_t s / P)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
   gradient s it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
-  every parameter gradient of the unit: the maths of stability/gradients.py, which the hooks
-  of stability/unit_grad_scale.py call too, inside the backward (docs/stability.md).
-
-A unit takes the fast path when its path is ``auto`` (the default), its layers are plain
-feed-forward steps (skip none, mix or concat; no shuffle, no dropout) and gradients are on
-(under autocast, all of it in autocast's dtype); otherwise its modules run, with the hooks for
-the stability settings (:func:`describe_path` says which, and why).
+  every parameter gradient of the unit (the maths of stability/gradients.py);
+- a layer saves what its backward cannot get otherwise: its input, its pre-norm output and
+  the norm's statistics, and the one of its normalised or activated outputs its activation's
+  backward reads; its output (the next layer's input) is saved only where no later input holds
+  it, and dropout keeps its mask.
 """
 
 from typing import NamedTuple, Optional, Tuple
@@ -34,14 +39,114 @@ import torch.nn.functional as F
 
 from ..stability.gradients import centre, scale as scale_gradients
 from .activations import ACTIVATIONS
+from .unit_authors import AuthorsDefineUnit
 
 aten = torch.ops.aten
 
 
+def unit_layers(unit: nn.Module):
+    """The weight layers of a unit in the order they run (paper style: Expand's layers, then
+    Reduce; authors style: their input layer, the N layers, their output layer)."""
+    if isinstance(unit, AuthorsDefineUnit):
+        return [unit.input_layer, *unit.layers, unit.output_layer]
+    return [*unit.layers, *([unit.reduce] if unit.reduce is not None else [])]
+
+
+def dropout_of(layer: nn.Module) -> float:
+    """The dropout after a layer's activation (``--define-dropout``; Reduce has none)."""
+    dropout = getattr(layer, "dropout", None)
+    return dropout.p if dropout is not None else 0.0
+
+
+# -- the reference --------------------------------------------------------------------------
+
+
+def group_linear_ref(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], shuffle: bool = False):
+    """F_G of appendix A.1: chunk j of x [*, in] times its own W_j [in/g, out/g], the groups'
+    outputs side by side, or (``shuffle``, Table 6a's GLT + shuffle) interleaved: feature j of
+    group i at j*g + i; then the bias."""
+    outs = [chunk @ w[j] for j, chunk in enumerate(x.chunk(w.shape[0], dim=-1))]  # g x [*, out/g]
+    y = torch.stack(outs, dim=-1).flatten(-2) if shuffle else torch.cat(outs, dim=-1)  # [*, out]
+    return y if b is None else y + b
+
+
+def split_mix_ref(a: torch.Tensor, h: torch.Tensor, groups: int) -> torch.Tensor:
+    """Section 3.3's split layer and mixer: [a_1, h_1, a_2, h_2, ...], chunk j of each beside
+    the other (one group: [a; h])."""
+    return torch.cat([c for pair in zip(a.chunk(groups, -1), h.chunk(groups, -1)) for c in pair], dim=-1)
+
+
+def layer_norm_ref(z: torch.Tensor, norm: Optional[nn.Module]) -> torch.Tensor:
+    """LayerNorm over each chunk of ``norm.normalized_shape`` features (the layer, or each
+    group with one affine shared by the groups); none without a norm."""
+    if norm is None:
+        return z
+    zz = z.unflatten(-1, (-1, norm.normalized_shape[0]))  # [*, chunks, d]
+    mean = zz.mean(-1, keepdim=True)
+    var = ((zz - mean) ** 2).mean(-1, keepdim=True)
+    return ((zz - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias).flatten(-2)
+
+
+def layer_ref(layer: nn.Module, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """One weight layer (eq. 1 of section 3.1 with its norm): y = act(LN(F_G(x))), then
+    dropout through ``mask`` (kept entries scaled by 1 / (1 - p)); Reduce is F_G alone."""
+    t = getattr(layer, "transform", layer)
+    y = group_linear_ref(x, t.weight, t.bias, t.shuffle)
+    if t is layer:
+        return y
+    y = ACTIVATIONS[layer.activation].forward(layer_norm_ref(y, layer.norm))
+    return y if mask is None else y * mask / (1 - dropout_of(layer))
+
+
+def unit_reference(unit: nn.Module, e: torch.Tensor, masks=None) -> torch.Tensor:
+    """The unit's output [*, m] for its input e [*, n], from the paper's equations in plain
+    torch operators (autograd gives the gradients); ``masks``: one a layer of
+    :func:`unit_layers` (None where no dropout acts; None: none at all).
+
+    - paper style (sections 3.1-3.3): h_1 = L_1(e); h_l = L_l(mix(e, h_(l-1))) for ``define``
+      ([e; h_(l-1)] for ``define_nomix``, h_(l-1) + L_l(h_(l-1)) for ``define_residual``,
+      L_l(h_(l-1)) for ``hgt``, ``glt``, ``glt_shuffle``, ``linear``); out = F_R([h_N; e]),
+      Reduce with no norm or activation (without Reduce: h_N; projective: F_R(e));
+    - authors style (their DeFINE mode): x = L_0(e), a Linear n -> m/2; h_1 = L_1(x);
+      h_l = L_l(mix(x, h_(l-1))); out = L_out([x; h_N]), per-group LayerNorms throughout.
+    """
+    layers = unit_layers(unit)
+    masks = [None] * len(layers) if masks is None else list(masks)
+
+    def run(i, x):
+        return layer_ref(layers[i], x, masks[i])
+
+    if isinstance(unit, AuthorsDefineUnit):
+        x = run(0, e)  # [*, m/2]
+        h = run(1, x)
+        for i in range(2, len(layers)):
+            h = run(i, split_mix_ref(x, h, getattr(layers[i], "transform", layers[i]).groups))
+        return h  # [*, m]
+    if not unit.layers:  # the projective map
+        return run(0, e)
+    h = run(0, e)  # [*, w_1]
+    for i in range(1, len(unit.layers)):
+        groups = unit.layers[i].transform.groups
+        if unit.skip == "mix":
+            h = run(i, split_mix_ref(e, h, groups))
+        elif unit.skip == "concat":
+            h = run(i, torch.cat([e, h], dim=-1))
+        elif unit.skip == "residual":
+            h = h + run(i, h)
+        else:
+            h = run(i, h)
+    if unit.reduce is None:
+        return h  # [*, k]
+    return run(len(unit.layers), torch.cat([h, e], dim=-1))  # [*, m]
+
+
+# -- a unit as the fast path's program ---------------------------------------------------------
+
+
 class Step(NamedTuple):
-    """One weight layer of a unit: output ``name`` = act(norm(F_G(input))), where the input
-    is source ``sources[0]`` (``mode`` one), the concatenation of two sources (cat), or
-    their split-and-mix into ``groups`` chunks each (mix; section 3.3)."""
+    """One weight layer of a unit: output ``name`` = [source +] dropout(act(norm(F_G(input)))),
+    where the input is source ``sources[0]`` (``mode`` one), the concatenation of two sources
+    (cat), or their split-and-mix into ``groups`` chunks each (mix; section 3.3)."""
 
     name: str
     mode: str  # one | cat | mix
@@ -52,34 +157,51 @@ class Step(NamedTuple):
     norm_dim: int  # features each LayerNorm normalises (0: no norm)
     eps: float
     activation: str  # a name in activations.py's ACTIVATIONS
+    shuffle: bool = False  # the groups' output features interleaved (glt_shuffle, Table 6a)
+    residual: bool = False  # the source added to the output (define_residual)
+    dropout: float = 0.0  # after the activation, while the unit trains (--define-dropout)
 
 
-def why_not_fused(layer: nn.Module, activation: str = "linear") -> Optional[str]:
-    """Why the fast path cannot run a layer (an ExpandLayer or AuthorsLayer; or a GroupLinear
-    alone), None where it can."""
+def _step(layer: nn.Module, name: str, mode: str, sources, widths, residual: bool = False) -> Step:
     transform = getattr(layer, "transform", layer)
-    if getattr(transform, "shuffle", False):
-        return "a feature shuffle (glt_shuffle)"
-    dropout = getattr(layer, "dropout", None)
-    if dropout is not None and dropout.p > 0:
-        return "dropout inside the unit (--define-dropout)"
     norm = getattr(layer, "norm", None)
     if norm is not None and (len(norm.normalized_shape) != 1 or not norm.elementwise_affine):
-        return "a norm other than an affine LayerNorm over each group or layer"
-    if activation not in ACTIVATIONS:
-        return f"the activation {activation!r}"
-    return None
-
-
-def step_of(layer: nn.Module, name: str, mode: str, sources, widths, activation: str = "linear") -> Optional[Step]:
-    """The step of a layer (:func:`why_not_fused`: None where this path cannot run it)."""
-    if why_not_fused(layer, activation) is not None:
-        return None
-    transform = getattr(layer, "transform", layer)
-    norm = getattr(layer, "norm", None)
+        raise ValueError(f"the DeFINE unit's fast path takes an affine LayerNorm over each group or layer, not {norm}")
     return Step(name, mode, tuple(sources), tuple(widths), transform.groups, transform.out_features,
                 norm.normalized_shape[0] if norm is not None else 0, norm.eps if norm is not None else 0.0,
-                activation)
+                getattr(layer, "activation", "linear"), transform.shuffle, residual, dropout_of(layer))
+
+
+def program_of(unit: nn.Module) -> Optional[Tuple[Step, ...]]:
+    """A unit's layers (:func:`unit_layers`) as the fast path's program; None for the
+    projective map, which has none."""
+    if isinstance(unit, AuthorsDefineUnit):
+        half = unit.schedule.proj_dim
+        steps = [_step(unit.input_layer, "x", "one", ("e",), (unit.input_dim,))]
+        for l, layer in enumerate([*unit.layers, unit.output_layer]):
+            name, groups = (f"h{l + 1}" if l < len(unit.layers) else "out"), layer.transform.groups
+            if l == 0:
+                steps.append(_step(layer, name, "one", ("x",), (half,)))
+            else:  # a one-group mix is a concat
+                mode = "mix" if groups > 1 else "cat"
+                steps.append(_step(layer, name, mode, ("x", f"h{l}"), (half, layer.transform.in_features - half)))
+        return tuple(steps)
+    if not unit.layers:
+        return None
+    n, steps = unit.input_dim, []
+    for l, layer in enumerate(unit.layers):
+        t = layer.transform
+        if l == 0:
+            steps.append(_step(layer, "h1", "one", ("e",), (t.in_features,)))
+        elif unit.skip in ("none", "residual"):
+            steps.append(_step(layer, f"h{l + 1}", "one", (f"h{l}",), (t.in_features,), unit.skip == "residual"))
+        else:  # mix or concat; a one-group mix is a concat
+            mode = "mix" if unit.skip == "mix" and t.groups > 1 else "cat"
+            steps.append(_step(layer, f"h{l + 1}", mode, ("e", f"h{l}"), (n, t.in_features - n)))
+    if unit.reduce is not None:
+        w = unit.reduce.in_features - n
+        steps.append(_step(unit.reduce, "out", "cat", (f"h{len(unit.layers)}", "e"), (w, n)))
+    return tuple(steps)
 
 
 def params_of(layer: nn.Module):
@@ -90,44 +212,6 @@ def params_of(layer: nn.Module):
             norm.weight if norm is not None else None, norm.bias if norm is not None else None]
 
 
-# -- the reference --------------------------------------------------------------------------
-
-
-def unit_ref(program, params, e: torch.Tensor, e_scale: float = 1.0) -> torch.Tensor:
-    """The unit's output [*, m] for e_scale * e (e [*, n], the map output), in plain torch
-    operators (autograd gives its gradients); ``params``: four a step (:func:`params_of`).
-
-    Every step is y = act(LN(F_G(x) + b)), F_G the group linear map of appendix A.1 (the
-    input cut into g chunks, chunk j times its own W_j), LN over each group or the layer
-    (none where the unit has no norm), and x one source, two concatenated, or two split and
-    mixed (section 3.3: [a_1, b_1, a_2, b_2, ...], chunk j of each beside the other):
-
-    - paper style (sections 3.1-3.3): h_1 = step(e); h_l = step(mix(e, h_(l-1))) for
-      ``define`` (cat for ``define_nomix``, h_(l-1) alone for ``hgt``/``glt``/``linear``);
-      out = F_R([h_N; e]), Reduce with no norm or activation (without Reduce: h_N);
-    - authors style (their DeFINE mode): x = step(e), a Linear n -> m/2; h_1 = step(x);
-      h_l = step(mix(x, h_(l-1))); out = step([x; h_N]), per-group LayerNorms throughout.
-    """
-    values = {"e": e * e_scale}
-    for i, step in enumerate(program):
-        w, b, nw, nb = params[4 * i: 4 * i + 4]
-        a = values[step.sources[0]]
-        if step.mode == "one":
-            x = a
-        elif step.mode == "cat":
-            x = torch.cat([a, values[step.sources[1]]], dim=-1)  # [*, in]
-        else:
-            b2 = values[step.sources[1]]
-            x = torch.cat([a.unflatten(-1, (step.groups, -1)), b2.unflatten(-1, (step.groups, -1))], dim=-1).flatten(-2)  # [*, in]
-        z = torch.einsum("...gi,gio->...go", x.unflatten(-1, (step.groups, -1)), w).flatten(-2)  # [*, out]
-        if b is not None:
-            z = z + b
-        if step.norm_dim:
-            z = F.layer_norm(z.unflatten(-1, (-1, step.norm_dim)), (step.norm_dim,), nw, nb, step.eps).flatten(-2)
-        values[step.name] = ACTIVATIONS[step.activation].forward(z)  # [*, out]
-    return values[program[-1].name]
-
-
 # -- the fast path -------------------------------------------------------------------------
 
 
@@ -135,15 +219,21 @@ def _activate(step: Step, n: torch.Tensor) -> torch.Tensor:
     return ACTIVATIONS[step.activation].forward(n)
 
 
-def _activation_backward(step: Step, grad: torch.Tensor, n: torch.Tensor, y: torch.Tensor, in_place: bool) -> torch.Tensor:
+def _activation_saves(step: Step, n: torch.Tensor, y: torch.Tensor) -> Optional[torch.Tensor]:
+    """What the activation's backward reads: its input n or its output y (none: the identity)."""
+    reads = ACTIVATIONS[step.activation].reads
+    return n if reads == "input" else y if reads == "output" else None
+
+
+def _activation_backward(step: Step, grad: torch.Tensor, saved: Optional[torch.Tensor], in_place: bool) -> torch.Tensor:
     """The gradient at the activation's input n from the gradient at its output y (both
     shaped as ``grad``, which may be a strided view of a mixing layer's input gradient);
-    ``in_place``: written over ``grad`` (a buffer of this backward: one [T, w] allocation
-    fewer a layer)."""
+    ``saved``: :func:`_activation_saves`; ``in_place``: written over ``grad`` (a buffer of
+    this backward: one [T, w] allocation fewer a layer)."""
     act = ACTIVATIONS[step.activation]
     if act.backward is None:
         return grad
-    saved = (n if act.reads == "input" else y).view(grad.shape)
+    saved = saved.view(grad.shape)
     if in_place:
         return act.backward.grad_input(grad, saved, *act.backward_args, grad_input=grad)
     return act.backward(grad, saved, *act.backward_args)
@@ -313,9 +403,27 @@ def folds_input_scale(program, params) -> bool:
             and (first.groups > 1 or params[1] is not None))
 
 
-def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, layout: Optional[str] = None):
-    """The unit on e_scale * e2 (e2 [T, n]); with ``keep`` also what the backward reads;
-    ``layout``: of the grouped matmuls (default :func:`grouped_layout`)."""
+def _keeps_output(program, i: int, layout: str) -> bool:
+    """Whether step i's output must be saved as it is: a later step splits (:func:`splits`)
+    and reads it where it lies, not from an input of its own that holds it."""
+    return layout == PER_GROUP and any(program[i].name in later.sources and splits(program, j)
+                                       for j, later in enumerate(program) if j > i)
+
+
+def _dropout(step: Step, y: torch.Tensor, mask: Optional[torch.Tensor]):
+    """(dropout of y, its mask): a mask drawn by torch's native dropout (graph-safe on CUDA),
+    or the given one applied as native dropout's backward applies it."""
+    if mask is None:
+        return aten.native_dropout(y, step.dropout, True)
+    return aten.native_dropout_backward(y, mask, 1.0 / (1.0 - step.dropout)), mask
+
+
+def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, training: bool = True,
+                masks=None, layout: Optional[str] = None):
+    """The unit on e_scale * e2 (e2 [T, n]); with ``keep`` also what the backward reads
+    (seven tensors a step, None where absent); ``training``: dropout acts, through
+    ``masks`` (one a step, None where drawn here; None: all drawn); ``layout``: of the
+    grouped matmuls (default :func:`grouped_layout`)."""
     T = e2.shape[0]
     layout = grouped_layout(e2) if layout is None else layout
     fold = e_scale != 1.0 and folds_input_scale(program, params)
@@ -339,16 +447,31 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, l
             z = _group_gemms(step.groups, _parts(step, [values[s] for s in step.sources]), w, b, z, alpha)  # [T, out]
         else:
             x = _layer_input(step, values)
-            z = _linear(step, layout, x, w, b, z, alpha)  # [T, out]
+            z = _linear(step, layout, x, w, None if step.shuffle else b, z, alpha)  # [T, out]
+        if step.shuffle:  # feature j of group i to j*g + i, and the bias in that layout
+            zs = z.view(T, step.groups, -1).transpose(1, 2)  # [T, out/g, g]
+            shuffled = z.new_empty(T, step.out // step.groups, step.groups)  # [T, out/g, g]
+            if b is None:
+                shuffled.copy_(zs)
+            else:
+                torch.add(zs, b.view(-1, step.groups), out=shuffled)
+            z = shuffled.view(T, step.out)
         mean = rstd = None
         n = z
         if step.norm_dim:
             n, mean, rstd = aten.native_layer_norm(z.view(T, -1, step.norm_dim), [step.norm_dim], nw, nb, step.eps)
             n = n.view(T, step.out)
         y = _activate(step, n)
-        values[step.name] = y
+        mask = None
+        out = y
+        if training and step.dropout > 0:
+            out, mask = _dropout(step, y, masks[i] if masks is not None else None)
+        if step.residual:
+            out = values[step.sources[0]] + out  # [T, w]
+        values[step.name] = out
         if keep:
-            saved.append((x, z, mean, rstd, n, y))
+            saved.append((x, z, mean, rstd, _activation_saves(step, n, y), mask,
+                          out if _keeps_output(program, i, layout) else None))
     return values[program[-1].name], saved
 
 
@@ -368,9 +491,10 @@ def _contribute(grads, name: str, t: torch.Tensor) -> None:
 
 def _accumulates(program, i: int) -> bool:
     """Whether step i (reading one source) adds its input gradient into the source's
-    gradient in place: a later step read the source too (the backward visited it first)."""
+    gradient in place: a later step read the source too, or the step adds it to its output
+    (the backward visited it first)."""
     step = program[i]
-    return step.mode == "one" and any(step.sources[0] in later.sources for later in program[i + 1:])
+    return step.mode == "one" and (step.residual or any(step.sources[0] in later.sources for later in program[i + 1:]))
 
 
 def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool, counts: Optional[torch.Tensor],
@@ -391,13 +515,18 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
     for i in reversed(range(len(program))):
         step = program[i]
         w, b, nw, nb = params[4 * i: 4 * i + 4]
-        x, z, mean, rstd, n, y = saved[i]
+        x, z, mean, rstd, act_saved, mask, _ = saved[i]
         gy = grads.pop(step.name)
+        if step.residual:  # the source's share passes as it is (a copy: gy is written over below)
+            _contribute(grads, step.sources[0], gy.clone())
         # a later step's input gradient is this backward's own buffer; grad_out is autograd's.
         # Not into a mixer's strided chunks (the norm's backward would copy them), nor compiled
         # (an out= there breaks the graph, and the compiler fuses anyway)
         own_gy = i < len(program) - 1 and not torch.compiler.is_compiling()
-        gn = _activation_backward(step, gy, n, y, in_place=own_gy and gy.is_contiguous())
+        if mask is not None:
+            gy = aten.native_dropout_backward(gy, mask.view(gy.shape), 1.0 / (1.0 - step.dropout))
+            own_gy = not torch.compiler.is_compiling()
+        gn = _activation_backward(step, gy, act_saved, in_place=own_gy and gy.is_contiguous())
         if step.norm_dim:
             k = step.out // step.norm_dim
             gz, gnw, gnb = aten.native_layer_norm_backward(
@@ -410,6 +539,10 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         gz = gz.reshape(T, step.out)  # [T, out]
         s = gz.sum(0) if (b is not None or centring) else None  # [out]: the bias gradient
         g = step.groups
+        s_centre = s
+        if step.shuffle:  # back to the groups' layout, which the weight reads
+            gz = gz.view(T, -1, g).transpose(1, 2).reshape(T, step.out)  # [T, out]
+            s_centre = s.view(-1, g).t().reshape(-1) if s is not None else None  # [out]
         sources = [_saved_value(program, saved, name) for name in step.sources] if x is None else None
         gx = None
         if widths[i]:
@@ -424,8 +557,8 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         gc = gz
         if centring:  # sum_t x_t (g_t - c_t sum g / positions)^T = sum_t (x_t - mean x) g_t^T
             # in place where gz is this backward's own: a norm's or an activation's gradient, or gy
-            own_gz = own_gy or bool(step.norm_dim) or step.activation != "linear"
-            gc = centre(gz, counts, s, positions, in_place=own_gz)
+            own_gz = own_gy or bool(step.norm_dim) or step.activation != "linear" or step.shuffle
+            gc = centre(gz, counts, s_centre, positions, in_place=own_gz)
         alpha = e_scale if (fold and i == 0) else 1.0  # the layer read alpha * x
         if sources is not None:  # a split step: each group's rows of W from each source
             gw = torch.empty_like(w)  # [g, in/g, out/g]
@@ -453,7 +586,7 @@ def _saved_value(program, saved, name: str) -> torch.Tensor:
     a step's output."""
     if name == "e":
         return saved[0][0]
-    return next(s[5] for step, s in zip(program, saved) if step.name == name)
+    return next(s[6] for step, s in zip(program, saved) if step.name == name)
 
 
 def _split_input_backward(step: Step, w: torch.Tensor, gz: torch.Tensor, grads, sources) -> None:
@@ -517,9 +650,9 @@ class FusedUnitFunction(torch.autograd.Function):
     parameters (four a step: W, b, norm weight, norm bias; None where absent)."""
 
     @staticmethod
-    def forward(ctx, program, centring, counts, positions, scale, e_scale, e, *params):
+    def forward(ctx, program, centring, counts, positions, scale, e_scale, training, masks, e, *params):
         e2 = e.reshape(-1, e.shape[-1])  # [T, n]
-        out, saved = run_forward(program, e2, params, e_scale, keep=True)
+        out, saved = run_forward(program, e2, params, e_scale, keep=True, training=training, masks=masks)
         ctx.program, ctx.centring, ctx.positions, ctx.scale, ctx.e_scale = program, centring, positions, scale, e_scale
         ctx.e_shape = e.shape
         counts = counts.to(e.dtype) if (centring and counts is not None) else None  # [U]
@@ -529,12 +662,15 @@ class FusedUnitFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         tensors = ctx.saved_tensors
-        counts, k = tensors[0], 6 * len(ctx.program)
-        saved = [tensors[1 + 6 * i: 7 + 6 * i] for i in range(len(ctx.program))]
+        counts, k = tensors[0], SAVED * len(ctx.program)
+        saved = [tensors[1 + SAVED * i: 1 + SAVED * (i + 1)] for i in range(len(ctx.program))]
         params = tensors[1 + k:]
         ge, pg = run_backward(ctx.program, saved, params, grad.reshape(-1, grad.shape[-1]), ctx.centring, counts,
                               ctx.positions, ctx.scale, ctx.e_scale)
-        return (None, None, None, None, None, None, ge.reshape(ctx.e_shape), *pg)
+        return (None,) * 8 + (ge.reshape(ctx.e_shape), *pg)
+
+
+SAVED = 7  # tensors a step saves (run_forward)
 
 
 def in_dtype(params, dtype: torch.dtype):
@@ -550,10 +686,12 @@ def in_dtype(params, dtype: torch.dtype):
 
 
 def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, counts: Optional[torch.Tensor] = None,
-               positions: Optional[int] = None, e_scale: float = 1.0) -> torch.Tensor:
+               positions: Optional[int] = None, e_scale: float = 1.0, training: bool = True,
+               masks=None) -> torch.Tensor:
     """A unit's output for e_scale * e (e [*, n]) through :class:`FusedUnitFunction`;
-    ``layers``: the modules of the program's steps, ``counts`` [U]: how many positions each
-    row of e stands for (the unique-token path; None: one each), ``positions``: their sum."""
+    ``layers``: the modules of the program's steps (:func:`unit_layers`), ``counts`` [U]: how
+    many positions each row of e stands for (the unique-token path; None: one each),
+    ``positions``: their sum; ``training``: dropout acts (``masks``: as :func:`run_forward`)."""
     params = [p for layer in layers for p in params_of(layer)]
     positions = positions if positions is not None else e.numel() // e.shape[-1]
     device = e.device.type
@@ -561,30 +699,36 @@ def fused_unit(program, layers, e: torch.Tensor, centring: bool, scale: float, c
         dtype = torch.get_autocast_dtype(device)
         e, params = e.to(dtype), in_dtype(params, dtype)
     with torch.autocast(device_type=device, enabled=False):
-        return FusedUnitFunction.apply(program, centring, counts, positions, scale, float(e_scale), e, *params)
+        return FusedUnitFunction.apply(program, centring, counts, positions, scale, float(e_scale), training,
+                                       masks, e, *params)
 
 
-def fused_applies(program, layers, e: torch.Tensor) -> bool:
-    """Whether a unit runs this path: it has a program and a gradient is wanted."""
-    return (program is not None and torch.is_grad_enabled()
-            and (e.requires_grad or any(p.requires_grad for layer in layers for p in layer.parameters())))
+# -- which path a call of the unit takes ----------------------------------------------------------
 
 
-# which path a unit runs (its ``path``; set_unit_run in embedding.py): auto, the fast path
-# where it applies and the modules elsewhere; reference, the modules always
-PATHS = ("auto", "reference")
+def wants_gradient(layers, e: torch.Tensor) -> bool:
+    """Whether a call of the unit on e wants a gradient (every training step does)."""
+    return torch.is_grad_enabled() and (e.requires_grad or any(p.requires_grad for layer in layers
+                                                                for p in layer.parameters()))
 
 
-def runs_fast(unit: nn.Module, e: torch.Tensor) -> bool:
-    """Whether ``unit`` (a DefineUnit or AuthorsDefineUnit) runs this path on ``e``."""
-    return unit.path == "auto" and fused_applies(unit.program, unit.program_layers(), e)
+def unit_forward(unit: nn.Module, program, e: torch.Tensor, stability=None, counts: Optional[torch.Tensor] = None,
+                 positions: Optional[int] = None, e_scale: float = 1.0) -> torch.Tensor:
+    """The unit on e_scale * e (e [*, n]) -> [*, m]: through :class:`FusedUnitFunction` where
+    the unit has layers (``program``, :func:`program_of`) and a gradient is wanted, with the
+    stability settings ``stability`` = (centring, grad scale) in its backward (None: neither);
+    else through the modules. ``counts`` [U], ``positions``: as :func:`fused_unit`."""
+    if program is not None:
+        layers = unit_layers(unit)
+        if wants_gradient(layers, e):
+            centring, scale = stability if stability is not None else (False, 1.0)
+            return fused_unit(program, layers, e, centring, scale, counts, positions, e_scale, unit.training)
+    return unit(e * e_scale if e_scale != 1.0 else e)
 
 
-def describe_path(unit: nn.Module) -> str:
-    """Which path ``unit`` runs, and why (logged once a unit, where the embedding is built)."""
-    if unit.path == "reference":
-        return "the modules run every step (unit.py, group_linear.py; path reference)"
-    if unit.program is None:
-        return f"the modules run every step (path auto: the fast path does not take {unit.not_fused})"
-    return ("training steps run the fast path (fused_unit.py; path auto); steps without gradients, "
-            "inference among them, run the modules")
+def describe_path(program) -> str:
+    """Which path a unit of ``program`` (:func:`program_of`) runs (logged once a unit)."""
+    if program is None:
+        return "a projective map (one Linear n -> m): its module runs every step"
+    return ("training steps (every call that wants a gradient) run the fast path (fused_unit.py); "
+            "calls without gradients, inference among them, run the modules")

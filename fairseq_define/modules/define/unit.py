@@ -1,5 +1,7 @@
 """The DeFINE unit: Expand with a hierarchical group transformation and Reduce
-(Map-Expand-Reduce, paper sections 3.1-3.3 and appendix A.2)."""
+(Map-Expand-Reduce, paper sections 3.1-3.3 and appendix A.2). The modules are the unit's
+inference path and the readable spec of its equations; its training steps run the fast path
+(fused_unit.py, which reads these modules' parameters; nothing here reads it)."""
 
 import torch
 import torch.nn as nn
@@ -8,7 +10,6 @@ from fairseq.modules import FairseqDropout
 from .activations import ACTIVATIONS
 from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
-from .fused_unit import fused_unit, runs_fast, step_of, why_not_fused
 from .group_linear import GroupLinear
 
 
@@ -72,51 +73,9 @@ class DefineUnit(nn.Module):
         )
         self.input_dim = schedule.map_dim
         self.output_dim = schedule.out_dim
-        self.program, self.not_fused = self._program()
-        # which path runs (fused_unit.PATHS; set_unit_run in embedding.py)
-        self.path = "auto"
-        # the stability settings (docs/stability.md), which the embedding sets: the fast path's
-        # backward applies them; the modules run with the hooks of stability/unit_grad_scale.py
-        self.grad_centring = False
-        self.grad_scale = 1.0
 
-    def _program(self):
-        """(the layers as steps of the fast path (fused_unit.py), None), or (None, why it
-        cannot run them: projective, residual, shuffle, dropout)."""
-        if not self.layers:
-            return None, "a projective map (one Linear n -> m)"
-        if self.skip not in ("none", "mix", "concat"):
-            return None, f"the {self.skip} skip connection (define_residual)"
-        reasons = [why_not_fused(layer, layer.activation) for layer in self.layers]
-        if any(reasons):
-            return None, next(r for r in reasons if r)
-        n, steps = self.input_dim, []
-        for l, layer in enumerate(self.layers):
-            t = layer.transform
-            if l == 0 or self.skip == "none":
-                src = ("one", ("e",) if l == 0 else (f"h{l}",), (t.in_features,))
-            else:
-                mode = "mix" if self.skip == "mix" and t.groups > 1 else "cat"  # a one-group mix is a concat
-                src = (mode, ("e", f"h{l}"), (n, t.in_features - n))
-            steps.append(step_of(layer, f"h{l + 1}", *src, activation=layer.activation))
-        if self.reduce is not None:
-            w = self.reduce.in_features - n
-            steps.append(step_of(self.reduce, "out", "cat", (f"h{len(self.layers)}", "e"), (w, n)))
-        return tuple(steps), None
-
-    def program_layers(self):
-        """The modules of the program's steps, in its order."""
-        return [*self.layers, *([self.reduce] if self.reduce is not None else [])]
-
-    def forward(self, e, token_counts=None, positions=None, input_scale=1.0):
-        """input_scale * e (e [*, n]) -> [*, m]; ``token_counts`` [U]: how many positions each
-        row of e stands for (the unique-token path), ``positions`` their sum, for the gradient
-        centring; ``input_scale``: the map's scale, which the fused path folds into a matmul."""
-        if runs_fast(self, e):
-            return fused_unit(self.program, self.program_layers(), e, self.grad_centring, self.grad_scale,
-                              token_counts, positions, input_scale)
-        if input_scale != 1.0:
-            e = e * input_scale
+    def forward(self, e):
+        """e [*, n] -> [*, m] (or [*, k] without Reduce)."""
         if not self.layers:  # projective: Linear n -> m
             return self.reduce(e)
         h = self.layers[0](e)  # [*, w_1]

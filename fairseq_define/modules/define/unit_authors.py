@@ -12,7 +12,6 @@ from .schedule_authors import AuthorsSchedule
 from .activations import ACTIVATIONS
 from .unit import split_and_mix
 from .group_layer_norm import GroupLayerNorm
-from .fused_unit import fused_unit, runs_fast, step_of, why_not_fused
 from .group_linear import GroupLinear
 
 
@@ -70,40 +69,9 @@ class AuthorsDefineUnit(nn.Module):
         self.mix_groups = list(s.layer_groups[1:]) + [1]
         self.input_dim = s.map_dim
         self.output_dim = s.out_dim
-        self.program, self.not_fused = self._program()
-        self.path = "auto"  # which path runs, as DefineUnit's
-        self.grad_centring = False  # the stability settings, as DefineUnit's
-        self.grad_scale = 1.0
 
-    def _program(self):
-        """(the layers as steps of the fast path (fused_unit.py), None), or (None, why not:
-        dropout)."""
-        reasons = [why_not_fused(layer, layer.activation) for layer in self.program_layers()]
-        if any(reasons):
-            return None, next(r for r in reasons if r)
-        half = self.schedule.proj_dim
-        steps = [step_of(self.input_layer, "x", "one", ("e",), (self.input_dim,), self.input_layer.activation)]
-        for l, layer in enumerate([*self.layers, self.output_layer]):
-            name = f"h{l + 1}" if l < len(self.layers) else "out"
-            t = layer.transform
-            if l == 0:
-                steps.append(step_of(layer, name, "one", ("x",), (half,), layer.activation))
-            else:
-                mode = "mix" if t.groups > 1 else "cat"  # a one-group mix is a concat
-                steps.append(step_of(layer, name, mode, ("x", f"h{l}"), (half, t.in_features - half), layer.activation))
-        return tuple(steps), None
-
-    def program_layers(self):
-        """The modules of the program's steps, in its order."""
-        return [self.input_layer, *self.layers, self.output_layer]
-
-    def forward(self, e: torch.Tensor, token_counts=None, positions=None, input_scale=1.0) -> torch.Tensor:
-        """e [*, n] -> [*, m]; ``token_counts``, ``positions``: as DefineUnit's."""
-        if runs_fast(self, e):
-            return fused_unit(self.program, self.program_layers(), e, self.grad_centring, self.grad_scale,
-                              token_counts, positions, input_scale)
-        if input_scale != 1.0:
-            e = e * input_scale
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        """e [*, n] -> [*, m]."""
         x = self.input_layer(e)  # [*, m/2]
         h = x
         for layer, groups in zip(self.layers, self.mix_groups):
