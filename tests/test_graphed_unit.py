@@ -101,7 +101,7 @@ def test_replaced_parameters_are_captured_afresh(backend, style):
     unit = unit_of(style, DEVICE[backend], torch.float32)
     runner = GraphedUnit(backend, smallest=8)
     e, weight, extra = batch(unit, 6, True)
-    assert_same(step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight), 1e-5)
+    assert_same(step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight), 1e-4)
     unit.to(torch.float64)
     e, weight, extra = batch(unit, 6, True)
     assert_same(step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight))

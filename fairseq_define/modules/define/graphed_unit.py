@@ -20,7 +20,8 @@ slot's captured graphs and the pool of slots, and last the autograd Function and
   dropped; a call without gradients frees it at once and returns a copy of its output).
 - Backends: ``cuda`` (torch.cuda.graph, warmed up on a side stream as
   torch.cuda.make_graphed_callables does) and ``eager``, which runs the closure again on the
-  same static buffers, so that all of this runs in the tests on a CPU.
+  same static buffers, so that all of this runs in the tests on a CPU. Dropout in the unit
+  draws afresh at each replay on both (CUDA's generator is graph-safe: philox offsets).
 """
 
 import logging
@@ -46,7 +47,9 @@ class Spec(NamedTuple):
 
 
 def _forward(spec: Spec, e2: torch.Tensor, params):
-    """(out [R, m], saved: a list of tensors / None, opaque here) of the fast path on e2 [R, n]."""
+    """(out [R, m], saved) of the fast path on e2 [R, n]; ``saved`` is opaque here, but nested
+    lists and tuples of tensors and None, the same each call (the eager backend copies a
+    replay's tensors into the first run's, in order)."""
     return fast.run_forward(spec.program, e2, params, spec.e_scale, keep=True)
 
 
@@ -82,7 +85,9 @@ class _CudaGraph:
 
     def __init__(self, fn, pool=None):
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=None if pool is None else pool.graph.pool()):
+        # thread_local: a data loader's pin-memory thread may call CUDA during the capture
+        with torch.cuda.graph(self.graph, pool=None if pool is None else pool.graph.pool(),
+                              capture_error_mode="thread_local"):
             self.outputs = fn()
 
     def replay(self):
