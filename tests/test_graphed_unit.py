@@ -36,23 +36,25 @@ def unit_of(style, device="cpu", dtype=torch.float64):
 
 
 def params_of(unit):
-    return [p for layer in unit.program_layers() for p in fused_unit.params_of(layer)]
+    return [p for layer in fused_unit.unit_layers(unit) for p in fused_unit.params_of(layer)]
 
 
 def eager(unit, centring=True, grad_scale=0.7, counts=None, positions=None, e_scale=3.0):
-    return lambda e: fused_unit.fused_unit(unit.program, unit.program_layers(), e, centring, grad_scale, counts,
-                                           positions, e_scale)
+    return lambda e: fused_unit.fused_unit(fused_unit.program_of(unit), fused_unit.unit_layers(unit), e, centring,
+                                           grad_scale, counts, positions, e_scale)
 
 
 def graphed(runner, unit, centring=True, grad_scale=0.7, counts=None, positions=None, e_scale=3.0):
-    return lambda e: runner(unit.program, params_of(unit), e, centring, grad_scale, counts, positions, e_scale)
+    return lambda e: runner(fused_unit.program_of(unit), params_of(unit), e, centring, grad_scale, counts, positions,
+                            e_scale)
 
 
 def batch(unit, rows, counted, seed=0):
     """(e [rows, n] or [1, rows, n], the output's weight, {counts, positions} of the unique-token path or {})."""
     g = torch.Generator().manual_seed(seed)
     shape = (rows,) if counted else (1, rows)
-    device, dtype = unit.program_layers()[0].transform.weight.device, unit.program_layers()[0].transform.weight.dtype
+    weight = fused_unit.unit_layers(unit)[0].transform.weight
+    device, dtype = weight.device, weight.dtype
     e = torch.randn(*shape, unit.input_dim, generator=g, dtype=torch.float64).to(device, dtype)
     weight = torch.randn(*shape, unit.output_dim, generator=g, dtype=torch.float64).to(device, dtype)
     counts = torch.randint(1, 5, (rows,), generator=g).to(device)
@@ -197,7 +199,7 @@ def test_captures_happen_exactly_when_they_must(backend):
                                (dict(centring=False), 6)):
         call(6, **settings)
         assert runner.captures == captures, settings
-    unit.program_layers()[0].transform.weight.data = unit.program_layers()[0].transform.weight.data.clone()
+    fused_unit.unit_layers(unit)[0].transform.weight.data = fused_unit.unit_layers(unit)[0].transform.weight.data.clone()
     call(6)
     assert runner.captures == 7
 
@@ -244,7 +246,7 @@ def test_the_captured_region_reads_no_value_on_the_host(style):
     runner = GraphedUnit("eager", smallest=8)
     e = torch.empty(6, unit.input_dim, device="meta", dtype=torch.float64, requires_grad=True)
     counts = torch.ones(6, dtype=torch.long, device="meta")
-    out = runner(unit.program, params_of(unit), e, True, 0.7, counts, 9, 3.0)
+    out = runner(fused_unit.program_of(unit), params_of(unit), e, True, 0.7, counts, 9, 3.0)
     out.sum().backward()
     assert out.shape == (6, unit.output_dim) and e.grad.shape == e.shape
 
@@ -277,3 +279,70 @@ def test_gradients_accumulate_across_calls(backend):
             (make()(e) * weight).sum().backward()
         results.append([p.grad.clone() for p in params])
     assert_same(*results)
+
+
+# -- through the embedding (set_unit_run's graphs) ------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [dict(), STYLES["authors"], dict(define_transform="glt_shuffle"),
+                                  dict(define_transform="define_residual")], ids=["paper", "authors", "shuffle", "residual"])
+@pytest.mark.parametrize("token_path", ["unique", "plain"])
+def test_an_embedding_with_graphs_trains_as_without(case, token_path):
+    """``set_unit_run(graphs="eager")``: an embedding's training steps over batches of several
+    sizes give the outputs and gradients the ungraphed embedding gives (float64), through one
+    runner; calls without a gradient run the modules."""
+    from fairseq_define.modules.define.embedding import set_unit_run
+
+    twins = []
+    for graphs in ("eager", "off"):
+        torch.manual_seed(0)
+        twins.append(set_unit_run(DefineEmbedding(define_options(define_out_dim=32, **case), 40, 1, 32).double(),
+                                  token_path=token_path, graphs=graphs))
+    graphed_emb, plain_emb = twins
+    assert isinstance(graphed_emb.graphs, GraphedUnit) and plain_emb.graphs is None
+    for i, (B, T) in enumerate([(4, 9), (2, 3), (6, 50), (4, 9)]):
+        g = torch.Generator().manual_seed(i)
+        tokens = torch.randint(2, 40, (B, T), generator=g)
+        weight = torch.randn(B, T, 32, generator=g, dtype=torch.float64)
+        results = []
+        for emb in twins:
+            emb.zero_grad(set_to_none=True)
+            out = emb(tokens)
+            (out * weight).sum().backward()
+            results.append((out.detach(), {n: p.grad for n, p in emb.named_parameters()}))
+        torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-10, atol=1e-11)
+        for name, grad in results[1][1].items():
+            torch.testing.assert_close(results[0][1][name], grad, rtol=1e-9, atol=1e-11, msg=name)
+    captures = 2 if token_path == "plain" else 1  # 256 and 512 rows (300 positions); at most 38 tokens
+    assert graphed_emb.graphs.captures == captures
+    with torch.no_grad():
+        torch.testing.assert_close(graphed_emb(tokens), plain_emb(tokens), rtol=1e-10, atol=1e-11)
+    assert graphed_emb.graphs.captures == captures
+
+
+def test_a_graphed_unit_with_dropout_draws_anew_each_step():
+    from fairseq_define.modules.define.embedding import set_unit_run
+
+    torch.manual_seed(0)
+    emb = set_unit_run(DefineEmbedding(define_options(define_out_dim=32, define_dropout=0.3), 40, 1, 32),
+                       graphs="eager").train()
+    tokens = torch.randint(2, 40, (2, 7))
+    first, second = emb(tokens), emb(tokens)
+    (first.sum() + second.sum()).backward()
+    assert torch.isfinite(first).all() and not torch.equal(first, second)
+    assert all(torch.isfinite(p.grad).all() for p in emb.parameters())
+    emb.eval()
+    with torch.no_grad():
+        assert torch.equal(emb(tokens), emb(tokens))
+
+
+def test_an_unknown_graphs_setting_is_refused():
+    from fairseq_define.modules.define.config import DefineConfigError
+    from fairseq_define.modules.define.embedding import set_unit_run
+
+    emb = DefineEmbedding(define_options(), 40, 1, 32)
+    with pytest.raises(DefineConfigError, match="graphs must be one of off, cuda, eager, got 'on'"):
+        set_unit_run(emb, graphs="on")
+    assert emb.graphs is None
+    assert set_unit_run(DefineEmbedding(define_options(define_transform="projective"), 40, 1, 32),
+                        graphs="eager").graphs is None  # nothing to graph: the projective map's module

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
 from .config import DefineConfigError
-from .fused_unit import describe_path, program_of, unit_forward, unit_layers
+from .fused_unit import describe_graphs, describe_path, program_of, unit_forward, unit_layers
+from .graphed_unit import BACKENDS as GRAPH_BACKENDS, GraphedUnit
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
 from ..stability.unit_grad_scale import centre_reduce_bias, log_stability
@@ -77,6 +78,7 @@ class DefineEmbedding(nn.Module):
         # how the unit runs, which no weight's function depends on (set_unit_run): the unique-token
         # path changes nothing only if no dropout acts inside the embedding
         self.token_path = "auto"
+        self.graphs = None  # a GraphedUnit: the training path captured as graphs (set_unit_run)
         self.has_dropout = options.map_dropout > 0 or options.dropout > 0
         self.stability = None  # (centring, grad scale) of a unit with layers; the projective map trains as is
         self.program = None  # the unit as its training path's program (fused_unit.program_of)
@@ -143,7 +145,7 @@ class DefineEmbedding(nn.Module):
         positions of ``positions`` (the unique-token path; None: one each): a call that
         wants a gradient takes the unit's training path, with the stability settings in its
         backward (fused_unit.unit_forward)."""
-        return unit_forward(self.unit, self.program, e, self.stability, counts, positions, scale)
+        return unit_forward(self.unit, self.program, e, self.stability, counts, positions, scale, self.graphs)
 
     def unit_input(self, tokens):
         """(e, factor): the unit's input for ``tokens`` is factor * e, with the factor apart
@@ -217,7 +219,10 @@ def cache_define_tables(model: nn.Module) -> int:
 TOKEN_PATHS = ("auto", "unique", "plain")
 
 
-def set_unit_run(module: nn.Module, token_path: Optional[str] = None) -> nn.Module:
+GRAPHS = ("off", *GRAPH_BACKENDS)
+
+
+def set_unit_run(module: nn.Module, token_path: Optional[str] = None, graphs: Optional[str] = None) -> nn.Module:
     """How every DeFINE embedding of ``module`` (one, or a model holding them) runs its unit,
     for the benchmarks and tests that measure it (docs/benchmarks.md; no model setting: no
     recipe gains from it yet). None leaves a setting as it is.
@@ -226,15 +231,26 @@ def set_unit_run(module: nn.Module, token_path: Optional[str] = None) -> nn.Modu
       gathers the rows (the same outputs and gradients, less work; taken only without active
       dropout in the embedding), ``plain`` once per position, ``auto`` (an embedding's
       default) unique on the CPU, plain elsewhere (torch.unique's data-dependent size makes
-      the host wait for the device every step, and defeats CUDA graphs).
+      the host wait for the device every step, and defeats CUDA graphs);
+    - ``graphs``: ``cuda`` runs each training call of the unit through CUDA graphs of its fast
+      path (graphed_unit.py: its launches off the host), ``eager`` the same logic replayed
+      without graphs (the tests, on a CPU), ``off`` (the default) launches its operators one
+      by one. Off until a GPU measurement shows it pays (docs/benchmarks.md).
 
     Returns ``module``."""
     if token_path is not None and token_path not in TOKEN_PATHS:
         raise DefineConfigError(f"token_path must be one of {', '.join(TOKEN_PATHS)}, got {token_path!r}")
+    if graphs is not None and graphs not in GRAPHS:
+        raise DefineConfigError(f"graphs must be one of {', '.join(GRAPHS)}, got {graphs!r}")
     embeddings = [m for m in module.modules() if isinstance(m, DefineEmbedding)]
     for emb in embeddings:
         if token_path is not None:
             emb.token_path = token_path
+        if graphs is not None:
+            emb.graphs = GraphedUnit(graphs) if graphs != "off" and emb.program is not None else None
     if embeddings and token_path is not None:
         logger.info("DeFINE units of %d embedding(s): token path %s", len(embeddings), token_path)
+    if embeddings and graphs is not None:
+        logger.info("DeFINE units of %d embedding(s): %s", len(embeddings),
+                    describe_graphs(None if graphs == "off" else graphs))
     return module

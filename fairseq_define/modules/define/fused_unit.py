@@ -713,15 +713,19 @@ def wants_gradient(layers, e: torch.Tensor) -> bool:
 
 
 def unit_forward(unit: nn.Module, program, e: torch.Tensor, stability=None, counts: Optional[torch.Tensor] = None,
-                 positions: Optional[int] = None, e_scale: float = 1.0) -> torch.Tensor:
+                 positions: Optional[int] = None, e_scale: float = 1.0, graphs=None) -> torch.Tensor:
     """The unit on e_scale * e (e [*, n]) -> [*, m]: through :class:`FusedUnitFunction` where
     the unit has layers (``program``, :func:`program_of`) and a gradient is wanted, with the
-    stability settings ``stability`` = (centring, grad scale) in its backward (None: neither);
+    stability settings ``stability`` = (centring, grad scale) in its backward (None: neither),
+    or through the same fast path captured as graphs (``graphs``, a graphed_unit.GraphedUnit);
     else through the modules. ``counts`` [U], ``positions``: as :func:`fused_unit`."""
     if program is not None:
         layers = unit_layers(unit)
         if wants_gradient(layers, e):
             centring, scale = stability if stability is not None else (False, 1.0)
+            if graphs is not None:
+                params = [p for layer in layers for p in params_of(layer)]
+                return graphs(program, params, e, centring, scale, counts, positions, e_scale, unit.training)
             return fused_unit(program, layers, e, centring, scale, counts, positions, e_scale, unit.training)
     return unit(e * e_scale if e_scale != 1.0 else e)
 
@@ -732,3 +736,10 @@ def describe_path(program) -> str:
         return "a projective map (one Linear n -> m): its module runs every step"
     return ("training steps (every call that wants a gradient) run the fast path (fused_unit.py); "
             "calls without gradients, inference among them, run the modules")
+
+
+def describe_graphs(backend: Optional[str]) -> str:
+    """How the fast path's launches run (set_unit_run's ``graphs``; logged when set)."""
+    if backend is None:
+        return "the fast path's operators launched one by one"
+    return f"the fast path captured as graphs and replayed (graphed_unit.py, backend {backend})"

@@ -44,13 +44,14 @@ class Spec(NamedTuple):
     centring: bool
     grad_scale: float
     e_scale: float
+    training: bool  # dropout acts (drawn afresh at each replay)
 
 
 def _forward(spec: Spec, e2: torch.Tensor, params):
     """(out [R, m], saved) of the fast path on e2 [R, n]; ``saved`` is opaque here, but nested
     lists and tuples of tensors and None, the same each call (the eager backend copies a
     replay's tensors into the first run's, in order)."""
-    return fast.run_forward(spec.program, e2, params, spec.e_scale, keep=True)
+    return fast.run_forward(spec.program, e2, params, spec.e_scale, keep=True, training=spec.training)
 
 
 def _backward(spec: Spec, saved, params, grad: torch.Tensor, weights: Optional[torch.Tensor]):
@@ -270,17 +271,18 @@ class GraphedUnit:
 
     def __call__(self, program, params, e: torch.Tensor, centring: bool, grad_scale: float,
                  counts: Optional[torch.Tensor] = None, positions: Optional[int] = None,
-                 e_scale: float = 1.0) -> torch.Tensor:
+                 e_scale: float = 1.0, training: bool = True) -> torch.Tensor:
         """The unit's output [*, m] for e_scale * e (e [*, n]), as ``fused_unit``: ``params``
         four a step (fused_unit.params_of), ``counts`` [rows] the positions each row stands for
-        (None: one each) and ``positions`` their sum (None: the rows)."""
+        (None: one each) and ``positions`` their sum (None: the rows); ``training``: dropout
+        acts."""
         device = e.device
         if self.backend == "cuda" and device.type != "cuda":
             raise ValueError(f"the graphed unit's cuda backend runs on a CUDA device, not {device.type}")
         rows = e.numel() // e.shape[-1]
         autocast = is_autocast_available(device.type) and torch.is_autocast_enabled(device.type)
         dtype = torch.get_autocast_dtype(device.type) if autocast else e.dtype
-        spec = Spec(program, bool(centring), float(grad_scale), float(e_scale))
+        spec = Spec(program, bool(centring), float(grad_scale), float(e_scale), bool(training))
         signature = (spec, device, *[None if p is None else (p.data_ptr(), p.shape, p.dtype) for p in params])
         if signature != self.signature:  # parameters replaced, or new settings: every graph is stale
             self.slots, self.signature = [], signature
