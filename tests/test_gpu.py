@@ -256,31 +256,44 @@ def test_the_embeddings_training_step_replays_as_a_cuda_graph():
         torch.testing.assert_close(p.grad, 2 * grads[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
-def test_a_compiled_unit_replays_cuda_graphs_for_every_batch_of_a_bucket():
-    """``set_unit_run(compile_mode="reduce-overhead", row_bucket=...)``: the unit
-    runs as CUDA graphs (no skip), twice a step as a shared NMT embedding runs (source and
-    target in one bucket), and each step's gradients are the eager unit's."""
+@pytest.mark.parametrize("how", ["graphed", "compiled"])
+def test_the_unit_replays_cuda_graphs_twice_a_step(how):
+    """The unit runs as CUDA graphs, twice a step as a shared NMT embedding runs (source and
+    target), and each step's gradients are the eager unit's: ``graphed``, the package's
+    graphed unit (``set_unit_run(graphs="cuda")``, graphed_unit.py); ``compiled``, the
+    benchmarks' torch.compile in reduce-overhead mode on rows padded to a bucket
+    (benchmarks/unit_run.py; no skip)."""
     if not ON_GPU:
-        pytest.skip("CUDA graphs are CUDA's (tests/test_row_bucket.py checks the padded, compiled unit on the CPU)")
+        pytest.skip("CUDA graphs are CUDA's (tests/test_graphed_unit.py and tests/test_row_bucket.py check the "
+                    "logic on the CPU)")
     from torch._dynamo.utils import counters
+
+    from .helpers import benchmark_module
 
     options = define_options(define_style="paper", define_max_groups=None)
     torch.manual_seed(0)
-    compiled = set_unit_run(DefineEmbedding(options, 300, 1, 48), compile_mode="reduce-overhead",
-                            row_bucket=256).to(DEVICE).train()
-    eager = set_unit_run(DefineEmbedding(options, 300, 1, 48), row_bucket=256).to(DEVICE).train()
-    eager.load_state_dict(compiled.state_dict())
+    graphed = DefineEmbedding(options, 300, 1, 48)
+    if how == "graphed":
+        set_unit_run(graphed, token_path="plain", graphs="cuda")
+    else:
+        benchmark_module("unit_run").set_bench_run(graphed, compile_mode="reduce-overhead", row_bucket=256)
+    graphed = graphed.to(DEVICE).train()
+    eager = set_unit_run(DefineEmbedding(options, 300, 1, 48), token_path="plain").to(DEVICE).train()
+    eager.load_state_dict(graphed.state_dict())
     counters.clear()
     for i, shapes in enumerate([((12, 20), (11, 22)), ((16, 15), (10, 25)), ((12, 20), (12, 20)), ((8, 30), (9, 26))]):
         g = torch.Generator().manual_seed(i)
         batch = [(torch.randint(2, 300, s, generator=g).to(DEVICE), torch.randn(*s, 48, generator=g).to(DEVICE))
                  for s in shapes]
-        for emb in (compiled, eager):
+        for emb in (graphed, eager):
             emb.zero_grad(set_to_none=True)
             sum((emb(tokens) * weight).sum() for tokens, weight in batch).backward()
-        for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        for (name, p), q in zip(graphed.named_parameters(), eager.parameters()):
             torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=f"step {i}: {name}")
-    assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+    if how == "graphed":
+        assert graphed.graphs.captures == 2  # two slots (source, target), one bucket (256 rows)
+    else:
+        assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
 
 
 # -- a checkpoint trained on the device: generation, caching, the hub, device moves -------------

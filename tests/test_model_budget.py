@@ -174,7 +174,6 @@ def test_the_plugin_reads_the_one_table_of_bounds():
     function; no second table."""
     assert config_bounds.MAX_DEFINE_WIDTH == size_bounds.size_bound("define_width") == installed.size_bound("define_width")
     assert config_bounds.MAX_DEFINE_DEPTH == size_bounds.size_bound("define_depth")
-    assert config_bounds.MAX_ROW_BUCKET == size_bounds.size_bound("row_bucket")
     assert config_bounds.MAX_VOCAB_SIZE == size_bounds.size_bound("vocabulary")
     assert model_budget.MAX_WIDTH == size_bounds.size_bound("width")
 

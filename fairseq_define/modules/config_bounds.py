@@ -22,7 +22,6 @@ from ..errors import UserError
 # which the model budget reads too; each row says why its value.
 MAX_DEFINE_DEPTH = size_bound("define_depth")  # N
 MAX_DEFINE_WIDTH = size_bound("define_width")  # n, k, m
-MAX_ROW_BUCKET = size_bound("row_bucket")  # set_unit_run(row_bucket=...), the benchmarks' padding
 MAX_VOCAB_SIZE = size_bound("vocabulary")  # fairseq-define-params --vocab-size
 MAX_POSITIONS = size_bound("positions")  # lengths in tokens: Transformer-XL's mem_len, tgt_len, clamp_len
 
