@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
-        "9090434ad24836dbc170a4fe2f63449884afb8891228fde2ef44ab875d854cfe",
+        "a605119ae6c856e7d777bbc4a10dfe5052d2f1833cc5e875a7396b65dd65be2b",
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,

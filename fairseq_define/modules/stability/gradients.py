@@ -1,6 +1,5 @@
-"""The maths of the DeFINE unit's two stability settings (docs/stability.md), called by both
-places that apply them: the hooks on the modules' autograd graph (unit_grad_scale.py) and the
-fused path's backward (define/fused_unit.py).
+"""The maths of the DeFINE unit's two stability settings (docs/stability.md), called by the
+one place that applies them: the backward of the unit's training path (define/fused_unit.py).
 
 ``--define-unit-centring batch_mean`` takes a weight's gradient at the layer's input centred
 on its batch mean: with x_t the layer's input at row t, g_t its output gradient, c_t the
@@ -10,10 +9,11 @@ s = sum_t g_t (the bias gradient),
     sum_t (x_t - mean x) g_t^T  =  sum_t x_t g_t^T - (sum_t c_t x_t) s^T / P
                                 =  sum_t x_t (g_t - c_t s / P)^T,
 
-the weight's gradient less a rank-one share. :func:`centre` removes that share either from
-the weight's gradient (the hooks: rows are input features, weights the mean input
-sum_t c_t x_t / P, total 1) or from the output gradient before the weight's matmul reads it
-(the fused backward: rows are tokens, weights c_t, total P).
+the weight's gradient less a rank-one share. :func:`centre` removes that share from the
+output gradient before the weight's matmul reads it (the training path's backward: rows are
+tokens, weights c_t, total P), or from the weight's gradient itself (rows are input features,
+weights the mean input sum_t c_t x_t / P, total 1: the form tests/test_fused_unit.py applies
+to the reference's gradients).
 
 ``--define-unit-grad-scale`` multiplies each of the unit's parameter gradients
 (:func:`scale`).
