@@ -299,12 +299,16 @@ NVIDIA_SMI_FIELDS = ("name", "driver_version", "pstate", "clocks.sm", "clocks.me
                      "persistence_mode", "compute_mode")
 
 
-def nvidia_smi() -> dict:
-    text = run_quiet(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader"])
+def nvidia_smi(fields=NVIDIA_SMI_FIELDS) -> dict:
+    """The first GPU's fields as nvidia-smi gives them (a driver that refuses one field refuses
+    the query: then the name and the driver alone)."""
+    text = run_quiet(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"])
     values = text.splitlines()[0].split(", ") if text and not text.startswith("unavailable") else []
-    if len(values) != len(NVIDIA_SMI_FIELDS):
-        return {"error": text or "nvidia-smi printed nothing"}
-    return dict(zip(NVIDIA_SMI_FIELDS, values))
+    if len(values) == len(fields):
+        return dict(zip(fields, values))
+    if len(fields) > 2:
+        return {**nvidia_smi(fields[:2]), "error": (text.splitlines() or ["nvidia-smi printed nothing"])[0][:200]}
+    return {"error": text[:200] or "nvidia-smi printed nothing"}
 
 
 def cpu_name() -> str:
@@ -336,16 +340,20 @@ def host_microseconds(clock: Clock, device: str, n: int) -> dict:
         out["graph_replay"] = {"skipped": "no CUDA graphs on the CPU"}
         return out
     for kernels in (1, 32):
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            x.add_(1)
-        torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(graph):
-            for _ in range(kernels):
+        try:
+            graph = torch.cuda.CUDAGraph()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
                 x.add_(1)
-        out[f"graph_replay_{kernels}_kernels_us"] = round(sorted(launches(graph.replay, n // 10) for _ in range(3))[1], 3)
+            torch.cuda.current_stream().wait_stream(stream)
+            with torch.cuda.graph(graph):
+                for _ in range(kernels):
+                    x.add_(1)
+            out[f"graph_replay_{kernels}_kernels_us"] = round(sorted(launches(graph.replay, n // 10) for _ in range(3))[1], 3)
+        except Exception as e:  # noqa: BLE001
+            out[f"graph_replay_{kernels}_kernels_us"] = {"error": one_line(e)}
+            release(clock)
     return out
 
 
@@ -864,7 +872,8 @@ def summary(d: dict) -> str:
     if m:
         lines += [f"Machine: {m.get('cpu')}, torch {m.get('torch')}, CUDA {m.get('cuda')}, Python {m.get('python')}; "
                   f"host {m['host'].get('small_op_us')} us a small operator"
-                  + (f", {m['host']['graph_replay_1_kernels_us']} us a graph replay" if "graph_replay_1_kernels_us" in m["host"] else "")
+                  + (f", {m['host']['graph_replay_1_kernels_us']} us a graph replay"
+                     if isinstance(m["host"].get("graph_replay_1_kernels_us"), float) else "")
                   + ".", ""]
     lines += ["| section | status |", "|---|---|"] + [
         f"| {s} | {e['status']}{': ' + e['reason'] if 'reason' in e else ''} |" for s, e in d["sections"].items()]
@@ -881,6 +890,11 @@ def summary(d: dict) -> str:
         if "host_bound" in h:
             lines.append(f"- {name}: projective step at 0.5x / 2x the batch = {h['half_over_one']:.2f} / "
                          f"{h['double_over_one']:.2f} of 1x: {'host-bound' if h['host_bound'] else 'not host-bound'}")
+    for key, pr in d["profile"].items():
+        if pr.get("embedding_share_of_device_time") is not None and pr.get("top_kernels"):
+            k = pr["top_kernels"][0]
+            lines.append(f"- profile {key}: {pr['device_us'] / 1e3:.2f} ms of kernels a step, the embedding's forward "
+                         f"{pr['embedding_share_of_device_time']:.1%} of it; top kernel {k['name'][:60]} ({k['device_us']:.0f} us)")
     for name, u in d["unit_fraction"].items():
         parts = [f"{how} {u[how]['fraction_of_matmul']:.2f}" for how in ("eager", "graphed", "captured")
                  if isinstance(u.get(how), dict) and "fraction_of_matmul" in u[how]]
