@@ -38,10 +38,10 @@ budget and seed.
              43.49 / 44.87 val / test perplexity, 297 ms a batch; R3 Adaptive + DeFINE N = 3
              33.02M, 39.99 / 41.17, 298 ms a batch. No transformer_lm row; the abstract: "6% to
              20% drop in perplexity" against methods including adaptive input.
-  Output:    docs/studies/lm_adaptive_define/{results.md,params_vs_quality.png,valid_curves.png,
-             runs/,scores/}: scores/ARM.test.tsv, each test block's tokens and summed log-
-             probability (nats), for a paired test between the arms of a seed; runs in
-             work/studies/lm_adaptive_define/<arm>/.
+  Output:    the study's folder in docs/studies/ (lm_adaptive_define): results.md,
+             params_vs_quality.png, valid_curves.png, runs/ (the records), scores/ARM.test.tsv
+             (each test block's tokens and summed log-probability in nats, for a paired test
+             between the arms of a seed); runs in work/studies/lm_adaptive_define/<arm>/.
 """
 
 import logging
@@ -86,6 +86,7 @@ UPDATES, MINUTES = 3000, 240  # the cap a guard: every arm should reach the budg
 N = 256  # the map width of every pair (Table 1a's R2/R3)
 UNIT = ("--define-expand-dim", "384", "--define-depth", "3", "--define-transform", "define", "--define-style", "paper")
 MAX_GROWTH = 0.06  # the DeFINE arm at most 6% larger than its pair (issue 59)
+QUICK_CUTOFF = "200,800"  # the quick slices' 7K types
 SCORES = "scores"  # beside runs/ (committed): each arm's test blocks' log-probabilities
 # Table 1a (WikiText-103, a GPU): (arm, params M, val ppl, test ppl, ms a batch)
 PAPER = (("R2 Adaptive, n = 256", 32.61, 43.49, 44.87, 297), ("R3 Adaptive + DeFINE, N = 3", 33.02, 39.99, 41.17, 298))
@@ -104,10 +105,10 @@ class Model:
 
 
 def lstm_pair(quick: bool) -> Tuple[Arm, Arm]:
-    # quick: 2 layers of 64, n = 32, a unit of k = 48 on slices
-    small = ("--lstm-hidden-dim", "64", "--define-map-dim", "32", "--adaptive-cutoff", "200,800") if quick else ()
-    n = 32 if quick else N
-    unit = ("--define-expand-dim", "48", "--define-style", "paper") if quick else ("--define-style", "paper")
+    # quick: the presets at 2 layers of 512, n = 64, k = 64 on slices (the unit +2.0%)
+    small = ("--lstm-hidden-dim", "512", "--define-map-dim", "64", "--adaptive-cutoff", QUICK_CUTOFF) if quick else ()
+    n = 64 if quick else N
+    unit = (("--define-expand-dim", "64") if quick else ()) + ("--define-style", "paper")
     return (Arm(f"lstm_adaptive_n{n}", ADAPTIVE, "define_lstm_wt2_r2_adaptive", small, n, n, sized=len(small)),
             Arm(f"lstm_define_n{n}", DEFINE, "define_lstm_wt2_r3_define_n256", small + unit, n, n, sized=len(small)))
 
@@ -122,11 +123,13 @@ def lstm_recipe(updates: int, quick: bool) -> List[str]:
 
 
 def tlm_pair(quick: bool) -> Tuple[Arm, Arm]:
-    """Study 4's adaptive-input arm (its d; n = d) and DeFINE on that adaptive input at n = d."""
-    adaptive = next(a for a in study4.arms(quick) if a.family == ADAPTIVE)  # adaptive_d256: fairseq's own
-    d, size = adaptive.width, study4.sizes(quick)
-    unit = ("--define-expand-dim", "48", *UNIT[2:]) if quick else UNIT
-    cutoff = adaptive.args[adaptive.args.index("--adaptive-input-cutoff") + 1]
+    """Study 4's adaptive-input arm (fairseq's own, d = 256) and DeFINE on that adaptive input
+    at n = d. Quick: 2 layers of d = 64, inner 2048 (the unit +3.8%), on slices."""
+    d, cutoff = (64, QUICK_CUTOFF) if quick else (N, study4.CUTOFF)
+    size = ("--decoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-attention-heads", "2",
+            "--decoder-ffn-embed-dim", "2048") if quick else study4.sizes(False)
+    adaptive = study4.adaptive_arm(size, d, cutoff)
+    unit = ("--define-expand-dim", "64", *UNIT[2:]) if quick else UNIT
     define = Arm(f"tlm_define_n{d}", DEFINE, "define_transformer_lm_small",
                  size + ("--adaptive-input", "--adaptive-input-cutoff", cutoff, "--define-map-dim", str(d)) + unit
                  + study4.ADAPTIVE_LOSS, d, d, sized=len(size))
