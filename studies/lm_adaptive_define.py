@@ -9,13 +9,22 @@ budget and seed.
   Hardware:  2 CPU cores, no GPU. 8 runs of 3,000 updates: two families x two arms x seeds 1
              and 2, each pair's arms trained side by side with --jobs 2 (one thread each,
              so their times per update compare), then fairseq-eval-lm on the full valid and
-             test splits. Measured here on one thread (20 updates an arm, beside other work):
-             MEASURED_TIMES. Estimated: ESTIMATED_HOURS.
+             test splits. Measured before any run (one thread, 20 updates: the training
+             process's CPU time at 30 updates less at 10, on 2 cores loaded 4-6 times over,
+             where wall time ran 1.3-3 times the CPU time), ms an update: LSTM adaptive input
+             640-775, + DeFINE 700-735; transformer_lm adaptive input 517, + DeFINE 480. One
+             fairseq-eval-lm pass of the LSTM over valid (batch 1, 217K tokens): about 280 s
+             of CPU. Estimated an arm on one idle thread: LSTM about 55 minutes (35 of
+             training, 9 of validation every 200 updates, 10 of evaluation), transformer_lm
+             about 40 (study 4's adaptive_d256 took 30-31 minutes for its 3,000 updates and
+             validations); about 6 hours of one thread for the 8 runs, 3 with --jobs 2 on two
+             idle cores, twice that on cores shared as here (the 240-minute cap an arm is a
+             guard).
   Recipe:    LSTM: --task contiguous_lm (the state carried across segments, as truncated BPTT),
              segments of 70 tokens, batch 20, projected_adaptive_loss, Adam lr 2e-3 (the
              Table 1a recipe's small mode, run_scripts/lib.sh lstm_wt103; Adam trains the unit
              whatever its gradient scale), cosine over the budget after 50 warmup updates,
-             clip 0.25, validation every 100 updates; checkpoint_last (the schedule's end)
+             clip 0.25, validation every 200 updates; checkpoint_last (the schedule's end)
              scored by fairseq-eval-lm with batch 1 (the state through the whole split).
              transformer_lm: study 4's recipe as it is (studies/lm_transformer_wikitext2.py:
              blocks of 64, batch 16, Adam lr 1e-3, cosine after 50 warmup updates, clip 0.25,
@@ -64,10 +73,11 @@ from .common import (
     base_parser,
     corpus,
     lm_perplexity,
+    load_result,
+    load_result_file,
     main_wrapper,
     print_arms,
     record_arm,
-    recorded_seeds,
     resolve_dirs,
     run_arms,
     run_script,
@@ -119,7 +129,9 @@ def lstm_recipe(updates: int, quick: bool) -> List[str]:
             "35" if quick else "70", "--batch-size", "20", "--optimizer", "adam", "--lr", "2e-3", "--lr-scheduler",
             "cosine", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-7", "--lr-period-updates",
             str(max(updates - warmup, 1)), "--clip-norm", "0.25", "--no-epoch-checkpoints",
-            "--validate-interval-updates", str(max(updates // 2, 1) if quick else 100)]
+            # every 200: one validation (a forward pass over the 217K tokens of valid) costs the LSTM
+            # roughly 50 updates' time (a third of an update's work a token)
+            "--validate-interval-updates", str(max(updates // 2, 1) if quick else 200)]
 
 
 def tlm_pair(quick: bool) -> Tuple[Arm, Arm]:
@@ -281,6 +293,18 @@ def pairs_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
 # ---------------------------------------------------------------------------- main
 
 
+def recorded(arms: Sequence[Arm], workdir: Path, records: Path) -> Dict[str, dict]:
+    """The result of each of ``arms`` that has one: its work folder's, else its record's."""
+    found = {}
+    for arm in arms:
+        result = load_result(workdir / arm.id)
+        if result is None and (records / f"{arm.id}.json").is_file():
+            result = load_result_file(records / f"{arm.id}.json")
+        if result is not None:
+            found[arm.id] = result
+    return found
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     prog = f"python -m studies.{NAME}"
     args = base_parser(prog, __doc__, UPDATES, MINUTES).parse_args(argv)
@@ -322,16 +346,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     chosen = select_arms(grid, args.arms)
     records = out_dir / "runs"
-    train = not args.report_only
-    results = run_arms(chosen, workdir, run_one, budget, args.jobs, records, train)
     if not (args.no_second_seed or args.quick or args.arms):
-        more = seeds_after_the_first(chosen)
-        more += recorded_seeds(grid, more, records)
-        results.update(run_arms(more, workdir, run_one, budget, args.jobs, records, train))
-        chosen = list(chosen) + more
-    else:  # a seed recorded earlier (another invocation's --arms) stays in the report
-        chosen = list(chosen) + recorded_seeds(grid, chosen, records)
-    chosen = [a for a in chosen if a.id in results]
+        chosen += seeds_after_the_first(chosen)
+    run_arms(chosen, workdir, run_one, budget, args.jobs, records, train=not args.report_only)
+    # the report: every arm recorded so far, whichever invocation trained it (a pair at a time)
+    every = grid + ([] if args.quick else seeds_after_the_first(grid))
+    results = recorded(every, workdir, records)
+    chosen = [a for a in every if a.id in results]
     recipes = {m.label: " ".join(m.recipe(updates, args.quick)) for m in MODELS}
     report = Report(
         title="Study 5: WikiText-2, DeFINE added on an adaptive input against that adaptive input (Table 1a's R2 "
