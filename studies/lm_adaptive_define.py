@@ -39,7 +39,7 @@ budget and seed.
              adaptive_d256 (fairseq's adaptive input and adaptive softmax, tied, d = 256),
              against define_transformer_lm_small with the same adaptive input at n = d = 256
              and the same unit (N = 3, k = 384) between it and the decoder, the adaptive
-             softmax tied to the map: +5.0%. Parameters: the built models (tests/test_studies.py
+             softmax tied to the map: +5.0%. Parameters: the built models (tests/test_study_adaptive.py
              builds both pairs and holds each DeFINE arm within 6%).
   Expected:  not run yet. The paper: DeFINE 8.2% lower test perplexity than the adaptive input
              it is added on, for 1.3% more parameters and 0.3% more time a batch.
