@@ -667,6 +667,18 @@ CLI_MISTAKES = [
     ("restore_file_is_a_folder", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
      "is a folder: give a checkpoint file"),
     ("beam_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--beam", "0")), "--beam 0 must be at least 1"),
+    ("generation_number", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--nbest", "0")),
+     "--nbest 0 must be at least 1"),
+    ("min_len_above_a_batch", lambda b, ck, t: ("fairseq-generate", generate_args(
+        b, ck, "--max-len-a", "0.01", "--max-len-b", "-3")), "--min-len 1 is above the longest output for a source of"),
+    ("generation_seed", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--seed", "-1")),
+     "--seed -1 is not a seed"),
+    ("batch_above_buffer", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--batch-size", "4")),
+     "--batch-size 4 is larger than --buffer-size 1"),
+    ("world_size_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--distributed-world-size", "0")),
+     "--distributed-world-size 0 must be at least 1"),
+    ("seed_beyond_the_run", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--seed", "4294967294", "--max-epoch", "2")),
+     "--seed 4294967294 is too large for this run"),
 ]
 
 
