@@ -117,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
-        "110828366d5d820a6b7a95a57e395200cb9061d79875290c2ddc082b98e314b6",
+        "380b9430cd1adeec57370ac8e807cbda37007d6d2b1b083d16964d4b44b686a4",
     ),
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,
@@ -409,7 +409,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "0d059fab7beaaa142cb9db10f25bc615f1d6b896d71801aa20aeda2670dfbd92",
+        "49c899c24e83dfe01a836b4fb21c74a03b66cb9cf27df79c0cbb6ed6f2eb4c35",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",

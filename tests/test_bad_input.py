@@ -482,6 +482,39 @@ def test_disk_full_during_a_save(wmt_bin, tmp_path):
     assert last["optimizer_history"][-1]["num_updates"] == 4
 
 
+def run_with_fault(fault, cli, *args):
+    import sys
+
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "fault_injection.py"), cli, *map(str, args)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          env={**os.environ, "FAULT": fault, "PATH": f"{BIN}:{os.environ['PATH']}"})
+
+
+def test_disk_full_in_generate_results(wmt_bin, trained, tmp_path):
+    """The 30th line of --results-path's file finds the disk full: one line; the results a
+    former run wrote there are unchanged, and no part of the new ones is left."""
+    (tmp_path / "generate-test.txt").write_text("former results\n")
+    proc = run_with_fault("results:30", "fairseq-generate", *generate_args(wmt_bin / "bin", trained / "checkpoint_last.pt",
+                                                                        "--max-len-b", "5", "--results-path", tmp_path))
+    assert_user_error(proc, "fairseq-generate", f"no space left on the device while writing {tmp_path}/generate-test.txt",
+                      "choose another --results-path", "is unchanged")
+    assert [p.name for p in tmp_path.iterdir()] == ["generate-test.txt"]
+    assert (tmp_path / "generate-test.txt").read_text() == "former results\n"
+
+
+def test_disk_full_in_preprocess_leaves_nothing(wmt_bin, tmp_path):
+    """The 50th sentence binarized finds the disk full: one line, nothing left in --destdir
+    (its dictionaries refused the retry before), and the same command then runs."""
+    args = ["--source-lang", "en", "--target-lang", "de", "--trainpref", wmt_bin / "train.bpe", "--validpref",
+            wmt_bin / "valid.bpe", "--destdir", tmp_path / "bin", "--workers", "1"]
+    proc = run_with_fault("binarize:50", "fairseq-preprocess", *args)
+    assert_user_error(proc, "fairseq-preprocess", f"no space left on the device while writing into --destdir {tmp_path}/bin",
+                      "what this run wrote there is removed")
+    assert not (tmp_path / "bin").exists()
+    run_cli("fairseq-preprocess", *args)
+    assert (tmp_path / "bin" / "train.en-de.de.bin").is_file()
+
+
 # --- a checkpoint given to the wrong command -----------------------------------------------
 
 
