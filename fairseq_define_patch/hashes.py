@@ -101,7 +101,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c61b1b54b1366476971940674e0e67e83cf30af2fa4313c0f088ecfe57a9f900",
+        "1fed641b64f6b3fd5fb04c7403f23e6172cd62eecab28b76389cc2e19b49ca13",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

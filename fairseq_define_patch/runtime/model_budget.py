@@ -497,18 +497,29 @@ def _build_without_memory(model_class, cfg, task):
         _building.active = False
 
 
-_SIZE_ENDINGS = ("_dim", "_layers", "_heads", "_depth")
+_SIZE_ENDINGS = ("_dim", "_layers", "_heads", "_depth", "_hidden_size")
 
 
 def _part_words(part, values):
     """A module of the model in words naming the settings that size it: "decoder.layers
-    (decoder_layers=6, decoder_embed_dim=512, ...)"; an embedding's DeFINE settings too."""
+    (decoder_layers=6, decoder_embed_dim=512, ...)"; an embedding's DeFINE settings too. A
+    stack's layer settings come first, a recurrent layer's hidden size and a convolution stack's
+    layer list among them (an LSTM's part was named by its embedding width alone, fconv's by
+    its widths and not its --encoder-layers list)."""
     side = part.split(".")[0]
-    names = [k for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
-             and k.endswith(_SIZE_ENDINGS) and (k.startswith(side + "_") or "embed" in part and k.startswith("define_"))]
+
+    def sizes_it(k, v):
+        if isinstance(v, str):  # a list of layers, as fconv's "[(512, 3)] * 20"
+            return k.endswith("_layers")
+        return isinstance(v, int) and not isinstance(v, bool) and v > 1 and k.endswith(_SIZE_ENDINGS)
+
+    names = [k for k, v in values.items() if sizes_it(k, v)
+             and (k.startswith(side + "_") or "embed" in part and k.startswith("define_"))]
     if "embed" in part:  # a table: its width and its DeFINE unit's, not the stack's layers
         names = [k for k in names if k == side + "_embed_dim" or k.startswith("define_")]
-    sizes = ", ".join(f"{k}={values[k]:,}" for k in names)
+    else:  # the stack's own settings first: they make it the largest part
+        names.sort(key=lambda k: not k.endswith(("_layers", "_hidden_size")))
+    sizes = ", ".join(f"{k}={values[k]!r}" if isinstance(values[k], str) else f"{k}={values[k]:,}" for k in names)
     return f"{part} ({sizes})" if sizes else part
 
 
