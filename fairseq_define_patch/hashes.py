@@ -101,7 +101,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "1fed641b64f6b3fd5fb04c7403f23e6172cd62eecab28b76389cc2e19b49ca13",
+        "1916948b20ad28dc0fffb216fac6f7ff404524254be21d5338f34168238519e2",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

@@ -21,6 +21,7 @@ FAIRSEQ_DEFINE_MAX_PARAMETERS in the environment (the hub, and any other caller)
 """
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -37,7 +38,8 @@ from .size_bounds import size_bound
 
 __all__ = ["LIMIT_FLAG", "LIMIT_VARIABLE", "MAX_PARAMETERS", "MAX_POSITIONS", "MAX_LAYERS", "MAX_WIDTH",
            "MAX_HEADS", "ModelBudgetError", "add_parameter_limit", "check_model_budget", "count_model",
-           "estimate_parameters", "parameter_counter", "parameter_limit", "register_parameter_counter"]
+           "estimate_parameters", "parameter_counter", "parameter_limit", "parameter_limit_lifted",
+           "register_parameter_counter"]
 
 logger = logging.getLogger(__name__)
 
@@ -574,6 +576,23 @@ def _raised_limit(total):
     return f"{math.ceil(total / 10 ** (exponent - 1)) / 10:g}e{exponent}"
 
 
+_limit_lifted = threading.local()  # set while a build that allocates nothing runs
+
+
+@contextlib.contextmanager
+def parameter_limit_lifted():
+    """Builds inside this block allocate nothing (on the meta device, as fairseq-define-params
+    counts a model): the parameter limit, which guards memory, does not apply to them, and
+    the bounds of each size still do. fairseq-define-params refused to count a large model,
+    whose count allocates nothing."""
+    previous = getattr(_limit_lifted, "active", False)
+    _limit_lifted.active = True
+    try:
+        yield
+    finally:
+        _limit_lifted.active = previous
+
+
 def check_model_budget(cfg, task):
     """Before fairseq builds the model of ``cfg`` (a model config) for ``task``: every size
     within its bound, factors at least 1, adaptive bands at least 1 wide, and the model's
@@ -584,6 +603,8 @@ def check_model_budget(cfg, task):
     settings = _settings(cfg)
     _check_bounds(settings)
     _check_bands(settings)
+    if getattr(_limit_lifted, "active", False):
+        return cfg  # a build that allocates nothing: the sizes are bounded, the total is not
     limit = parameter_limit()
     try:
         parts = count_model(cfg, task)
