@@ -742,3 +742,14 @@ def test_a_plain_state_dict_without_user_dir(bin_copy, tmp_path):
     torch.save({"encoder.w": torch.zeros(2)}, tmp_path / "weights.pt")
     proc = run_cli("fairseq-generate", bin_copy, "--path", tmp_path / "weights.pt", "--cpu", check=False)
     assert_user_error(proc, "fairseq-generate", "is not a fairseq checkpoint (it has no 'model' entry")
+
+
+def test_compress_says_when_codes_would_not_shrink_the_tables(trained, tmp_path):
+    """64 codebooks of 16 codes outweigh the tied 792 x 32 table: the tool said "has no lookup
+    tables to compress"."""
+    proc = run_tool("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", tmp_path / "out.pt",
+                    "--codebooks", "64")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
+    assert ("--codebooks 64 x --codes 16 would not make the lookup tables of" in proc.stdout
+            and "as codes): lower --codebooks or --codes" in proc.stdout), proc.stdout[-2000:]
+    assert not (tmp_path / "out.pt").exists()
