@@ -109,7 +109,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "25f9568456384255a26de1ae840c5f15665282c52836159fc85597ac1ed599cc",
+        "dc8eeee63b93d48fa117a10ef74ccc9a3ba24099aeb5dd8980a26784d5d18436",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
@@ -389,7 +389,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "1e3f32bdcc7ad687d7581a9577b7a341c4977665ecb14f6fc9b954c2c6b38013",
+        "8e574b81bab8abc3b0753cdefc35a6c574c073e85e6a752371b79cc8c1d40ca4",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",

@@ -120,10 +120,10 @@ def test_overlong_lines(bin_copy, trained):
     assert ok.returncode == 0
 
 
-def interactive(bin_dir, ckpt, text):
+def interactive(bin_dir, ckpt, text, *flags):
     exe = Path(BIN) / "fairseq-interactive"
     return subprocess.run([str(exe), str(bin_dir), "--user-dir", USER_DIR, "--path", str(ckpt), "--source-lang", "en",
-                           "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "10"],
+                           "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "10", *flags],
                           input=text, capture_output=True, text=True, timeout=300)
 
 
@@ -142,6 +142,17 @@ def test_empty_lines_and_unknown_tokens_are_translated(wmt_bin, trained):
 def test_overlong_interactive_line(wmt_bin, trained):
     proc = interactive(wmt_bin / "bin", trained / "checkpoint_last.pt", " ".join(["the"] * 1100) + "\n")
     assert_user_error(proc, "fairseq-interactive", "is longer than the model accepts")
+
+
+def test_overlong_interactive_line_skipped_as_the_line_advises(wmt_bin, trained):
+    """--skip-invalid-size-inputs-valid-test, which the line above advises, refused the whole
+    input ("every sample of this split"): interactive reads a chunk of lines at a time, and a
+    chunk of one long line was left empty. Now the long line is skipped, the others translated."""
+    text = "the house\n" + " ".join(["the"] * 1100) + "\na cat\n"
+    proc = interactive(wmt_bin / "bin", trained / "checkpoint_last.pt", text, "--skip-invalid-size-inputs-valid-test")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert [l.split("\t")[0] for l in proc.stdout.splitlines() if l.startswith("H-")] == ["H-0", "H-2"]
+    assert "1 samples have invalid sizes and will be skipped" in proc.stderr + proc.stdout
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "missing"])
