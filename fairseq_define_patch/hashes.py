@@ -73,7 +73,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "3e281373b3f3ba4c31867de2966dd0199a1163abc239e5f7de4814ec81813999",
+        "f3bf1377aed306af3c721d8cbc55e7f8d67aaee12627e37edc0fe76c14d718be",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "5e2a1ffebe2e8cf996cfd48f80cdd0382487bfe09b8880d1616c9b8b3857cc9e",
+        "b7ecd5df295bb9f8f22aa1a818d728c89c605e8fc649e8967cf0872bb9343df7",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
@@ -101,7 +101,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c61b1b54b1366476971940674e0e67e83cf30af2fa4313c0f088ecfe57a9f900",
+        "1916948b20ad28dc0fffb216fac6f7ff404524254be21d5338f34168238519e2",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -109,7 +109,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "25f9568456384255a26de1ae840c5f15665282c52836159fc85597ac1ed599cc",
+        "dc8eeee63b93d48fa117a10ef74ccc9a3ba24099aeb5dd8980a26784d5d18436",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
@@ -117,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
-        "110828366d5d820a6b7a95a57e395200cb9061d79875290c2ddc082b98e314b6",
+        "380b9430cd1adeec57370ac8e807cbda37007d6d2b1b083d16964d4b44b686a4",
     ),
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,
@@ -197,7 +197,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/tasks/fairseq_task.py": (
         "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
-        "fb403202eed2a74dab47af5139cc006115ae04988fec147599f30bbc429700e0",
+        "2ef6f07132086718aa721b685a2bca0ed8568d57e43e90ecaf06f2e8678de042",
     ),
     "fairseq/optim/amp_optimizer.py": (
         "7ef6436dd807b5a536840ba386938093ced5b3c021717432bf5e8ee8966e2154",
@@ -269,7 +269,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "ba1754bbd2b4b34582a45fbcbccae9232cf7531a8500e4f0e6c172791a0de8f8",
+        "82b0961f6f13072c23ff5559d94118e12920735e867253631f0af3a2f5c2d8d4",
     ),
     "fairseq/models/fairseq_model.py": (
         "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
@@ -385,11 +385,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "c50abfb6cb28680dc27406520ad3177afa9ae0402ed6318648a7a34c3d6e9bde",
+        "d49ae188fd5801ce831590eeb53198595fa5a71940fa04d8d9ba4ee92a52fdcd",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "1564bb81c4ea854e1a246a663894c3c6811725f26d1354da700d0b2d40e2f82b",
+        "8e574b81bab8abc3b0753cdefc35a6c574c073e85e6a752371b79cc8c1d40ca4",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
@@ -409,7 +409,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "0d059fab7beaaa142cb9db10f25bc615f1d6b896d71801aa20aeda2670dfbd92",
+        "49c899c24e83dfe01a836b4fb21c74a03b66cb9cf27df79c0cbb6ed6f2eb4c35",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
@@ -425,7 +425,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "7438e7df78f523bfa687ab41ee9fd2691be85550cd7e43f2e6d8948c157bf55d",
+        "86d4a7c7ab7d96038a9eb4a7eaa61ac8300cc690598c4bfb81278fd139f8268a",
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",

@@ -12,7 +12,7 @@ import importlib
 from .edits import RUNTIME_PACKAGE
 
 __all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_state_dict",
-           "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only",
+           "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only", "parameter_limit_lifted",
            "register_parameter_counter", "size_bound", "stored_model_settings"]
 
 
@@ -29,6 +29,12 @@ def register_parameter_counter(model_class, counter):
     """Count the parameters of ``model_class``'s models with ``counter(settings, task)`` in the
     model budget (runtime/model_budget.py), instead of building them on the meta device."""
     _runtime("model_budget").register_parameter_counter(model_class, counter)
+
+
+def parameter_limit_lifted():
+    """A block whose model builds allocate nothing (the meta device): no parameter limit, the
+    size bounds kept (runtime/model_budget.py)."""
+    return _runtime("model_budget").parameter_limit_lifted()
 
 
 def add_parameter_limit(parser, argv):
