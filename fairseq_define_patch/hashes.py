@@ -91,6 +91,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "5e2a1ffebe2e8cf996cfd48f80cdd0382487bfe09b8880d1616c9b8b3857cc9e",
     ),
+    "fairseq/_define_runtime/generation_processes.py": (
+        None,
+        "0719813d7f819bf6a47acfb00c8ac723398626d12153d3e5d8c67c974c7c1906",
+    ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
         "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
@@ -385,11 +389,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "c50abfb6cb28680dc27406520ad3177afa9ae0402ed6318648a7a34c3d6e9bde",
+        "7bc55af8542ec55e097215581dc055f1b7861720df9f64ab9e2539bcc73c4fd1",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "1564bb81c4ea854e1a246a663894c3c6811725f26d1354da700d0b2d40e2f82b",
+        "15eb024c66bf223055718f9fddccbbb7b35f8539d03c1a42010e921da6c55ad9",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
