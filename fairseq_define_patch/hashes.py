@@ -99,6 +99,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
     ),
+    "fairseq/_define_runtime/inference_precision.py": (
+        None,
+        "6456f852752008ca1f3169b5361b383eb68935b60b6235a6efe4789b7ca0af4f",
+    ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
         "a605119ae6c856e7d777bbc4a10dfe5052d2f1833cc5e875a7396b65dd65be2b",
@@ -349,11 +353,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "93f27928619f65f0bf3a32576abcbc1902d9af909904682507cf4130d21c6f2f",
+        "603eb0092ad3a6e312bf41efeb7c1169823aa446cb109725a62e9152690236d2",
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "98ba27d782b7e4b2021d85d416afb7dfd022b4f710170ef7008980e35bff5eab",
+        "0b85561a1f900f917e0fc8c3a015c19159efa4a132bb6cf2a6decc8e04344dfd",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -389,11 +393,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "7bc55af8542ec55e097215581dc055f1b7861720df9f64ab9e2539bcc73c4fd1",
+        "810c5348f8cf8aef653a16bfd40255da79e8348861aefeb7376d4c52fed1579e",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "15eb024c66bf223055718f9fddccbbb7b35f8539d03c1a42010e921da6c55ad9",
+        "ad687d17f95cc745d00211064c3b6cb93d888e0bf05624d33f48509a96b2da6d",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",

@@ -33,3 +33,41 @@ def test_generation_runs_one_process_over_the_whole_input(wmt_bin, trained, tool
     command = (_generate if tool == "generate" else _interactive)(wmt_bin, trained, *flags)
     proc = run_cli(*command, check=False, timeout=300)
     assert_user_error(proc, f"fairseq-{tool}", expected)
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    """define_transformer_lm_tiny trained 2 updates on the PTB-style slice: (bin folder, checkpoint)."""
+    from .helpers import binarize_ptb_slice
+
+    d = tmp_path_factory.mktemp("silent_lm")
+    data = binarize_ptb_slice(d, 300, 40)
+    run_cli("fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
+            "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "2",
+            "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "ck", "--no-epoch-checkpoints")
+    return data, d / "ck" / "checkpoint_last.pt"
+
+
+def _eval_lm(lm, *flags):
+    data, ckpt = lm
+    return ("fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", ckpt, "--cpu", "--max-tokens", "256",
+            "--tokens-per-sample", "32", "--gen-subset", "valid", *flags)
+
+
+def _scores(tool, out):
+    """What a run scored: each hypothesis's score (generate), the loss and perplexity (eval-lm)."""
+    import re
+
+    if tool == "generate":
+        return sorted(l.split("\t")[:2] for l in out.splitlines() if l.startswith("H-"))
+    return re.findall(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)", out)
+
+
+# --bf16 was accepted by the inference tools and the model ran in float32: the same scores
+@pytest.mark.cli
+@pytest.mark.parametrize("tool", ["generate", "eval-lm"])
+def test_bf16_runs_inference_in_bfloat16(wmt_bin, trained, lm, tool):
+    command = (lambda *f: _generate(wmt_bin, trained, *f)) if tool == "generate" else (lambda *f: _eval_lm(lm, *f))
+    full, half = (_scores(tool, run_cli(*command(*flags), timeout=300).stdout) for flags in ([], ["--bf16"]))
+    assert full and len(half) == len(full)
+    assert half != full  # bfloat16 rounds the weights: the scores move (a little)
