@@ -109,7 +109,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c61b1b54b1366476971940674e0e67e83cf30af2fa4313c0f088ecfe57a9f900",
+        "10cce306c040189fc747112a8ecf3197c7c7e14f39d00dd1c0d18a9d7ed06d00",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,

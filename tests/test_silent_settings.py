@@ -71,3 +71,4 @@ def test_bf16_runs_inference_in_bfloat16(wmt_bin, trained, lm, tool):
     full, half = (_scores(tool, run_cli(*command(*flags), timeout=300).stdout) for flags in ([], ["--bf16"]))
     assert full and len(half) == len(full)
     assert half != full  # bfloat16 rounds the weights: the scores move (a little)
+
