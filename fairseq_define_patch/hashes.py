@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "5e2a1ffebe2e8cf996cfd48f80cdd0382487bfe09b8880d1616c9b8b3857cc9e",
+        "d7c450b34fa6190287cf60cc42592ade3ec0fb178cb153d9ed2e59a1aae5846c",
     ),
     "fairseq/_define_runtime/generation_processes.py": (
         None,
@@ -433,7 +433,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "7438e7df78f523bfa687ab41ee9fd2691be85550cd7e43f2e6d8948c157bf55d",
+        "74cc7b2342b0fb96c976f5bc7efcf9a677a0f8e20acfac08ad667beb1966cc9b",
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",

@@ -72,3 +72,27 @@ def test_bf16_runs_inference_in_bfloat16(wmt_bin, trained, lm, tool):
     assert full and len(half) == len(full)
     assert half != full  # bfloat16 rounds the weights: the scores move (a little)
 
+
+
+def _hub(wmt_bin, trained, **kwargs):
+    from fairseq_define.models.define_transformer import DefineTransformerModel
+
+    return DefineTransformerModel.from_pretrained(
+        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"), **kwargs)
+
+
+# --lenpen nan or inf scored every hypothesis nan (or -0.0) and exited 0, from the CLI and the hub
+@pytest.mark.cli
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_length_penalty_that_is_not_finite_is_refused(wmt_bin, trained, value):
+    proc = run_cli(*_generate(wmt_bin, trained, "--lenpen", value), check=False, timeout=300)
+    assert_user_error(proc, "fairseq-generate", f"--lenpen {value} is not a finite number")
+
+
+def test_the_hubs_length_penalty_is_checked_too(wmt_bin, trained):
+    from fairseq_define.errors import UserError
+
+    hub = _hub(wmt_bin, trained)
+    with pytest.raises(UserError, match="--lenpen nan is not a finite number"):
+        hub.translate("the house", beam=2, lenpen=float("nan"))
+    assert hub.translate("the house", beam=2, lenpen=0.5, max_len_b=5)  # a finite penalty, below 1 too

@@ -9,12 +9,17 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/sequence_generator.py",
-        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation",
+        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation; --lenpen nan or inf: one line",
         (
             insert_before(
                 "        self.beam_size = beam_size\n",
                 "        from fairseq._define_runtime.generation_inputs import check_beam_size  # (fairseq_define)\n"
                 "        check_beam_size(beam_size)\n",
+            ),
+            insert_before(
+                "        self.len_penalty = len_penalty\n",
+                "        from fairseq._define_runtime.generation_inputs import check_len_penalty  # (fairseq_define)\n"
+                "        check_len_penalty(len_penalty)  # nan or inf scored every hypothesis nan\n",
             ),
         ),
     ),

@@ -1,24 +1,38 @@
-"""fairseq-generate / fairseq-interactive: --beam below 1 and an unusable --input get one line.
+"""fairseq-generate / fairseq-interactive: --beam below 1, a --lenpen that is not finite and an
+unusable --input get one line.
 
---beam 0 failed mid-generation with a reshape RuntimeError; an --input that is a folder, a
+--beam 0 failed mid-generation with a reshape RuntimeError; --lenpen nan or inf (the hub's
+lenpen too) scored every hypothesis nan or -0.0 and exited 0; an --input that is a folder, a
 missing file or text that is not UTF-8 failed with a traceback from fileinput, and a pipe
 (--input /dev/stdin, a named pipe) was refused as "not an existing file"; standard input that
 is not UTF-8 was translated as <unk> without a word (sys.stdin's surrogateescape).
-fairseq/sequence_generator.py calls ``check_beam_size``; fairseq_cli/interactive.py reads its
-input through ``read_input_batches``.
+fairseq/sequence_generator.py calls ``check_beam_size`` and ``check_len_penalty`` (every
+generator, the hub's too); fairseq_cli/interactive.py reads its input through
+``read_input_batches``.
 """
 
 import fileinput
+import math
 import os
 
 from fairseq import UserError
 
-__all__ = ["check_beam_size", "read_input_batches"]
+__all__ = ["check_beam_size", "check_len_penalty", "read_input_batches"]
 
 
 def check_beam_size(beam_size):
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise UserError("--beam {} must be at least 1 (1 is greedy search)".format(beam_size))
+
+
+def check_len_penalty(len_penalty):
+    """--lenpen (the hub's ``lenpen``) divides each finished hypothesis's score by its length to
+    that power: nan or inf scored every hypothesis nan (or -0.0) and picked among them blindly."""
+    if isinstance(len_penalty, bool) or not isinstance(len_penalty, (int, float)) or not math.isfinite(len_penalty):
+        raise UserError(
+            "--lenpen {!r} is not a finite number: give the power of the length each score is divided by "
+            "(1, the default, the average per token; 0 the sum; below 1 favours shorter hypotheses, above 1 "
+            "longer)".format(len_penalty))
 
 
 def read_input_batches(input, buffer_size):
