@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "8b75db51586f64ea69a60b14fcaf792217a1410489f45bf0e87c47676bd5e8df",
+        "b967eb065a64285f1359164e0765480ec0a77935763a797aa5ffd03e758d1a45",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,

@@ -96,3 +96,24 @@ def test_the_hubs_length_penalty_is_checked_too(wmt_bin, trained):
     with pytest.raises(UserError, match="--lenpen nan is not a finite number"):
         hub.translate("the house", beam=2, lenpen=float("nan"))
     assert hub.translate("the house", beam=2, lenpen=0.5, max_len_b=5)  # a finite penalty, below 1 too
+
+
+# fairseq applies from_pretrained's keyword arguments as overrides and dropped a name no setting
+# has, where --model-overrides refuses it
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"dropuot": 0.3}, "'dropuot' (did you mean 'dropout'?) is not a setting"),
+    ({"define_cache_onload": True}, "'define_cache_onload' (did you mean 'define_cache_on_load'?)"),
+    ({"bogus_option": 3}, "from_pretrained: 'bogus_option' is not a setting"),
+])
+def test_misspelt_hub_keyword_arguments_are_refused(wmt_bin, trained, kwargs, expected):
+    import re
+
+    from fairseq_define.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(expected)):
+        _hub(wmt_bin, trained, **kwargs)
+
+
+def test_hub_keyword_arguments_that_name_settings_load(wmt_bin, trained):
+    hub = _hub(wmt_bin, trained, dropout=0.3, beam=3, bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"))
+    assert hub.cfg.model.dropout == 0.3 and hub.cfg.generation.beam == 3

@@ -11,6 +11,8 @@ from fairseq.data import LanguagePairDataset
 from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
 
+from fairseq_define_patch.installed import check_model_overrides
+
 from ..output_files import save_checkpoint
 from .stock_form import export_state
 
@@ -22,6 +24,9 @@ def from_pretrained(model_cls, interface, model_name_or_path, checkpoint_file, d
     x = hub_utils.from_pretrained(
         model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_cls.hub_models(), **kwargs
     )
+    # fairseq applies the keyword arguments as overrides and drops a name no setting has (a
+    # typo: dropuot=0.3): refused with the closest name, as --model-overrides is on the CLIs
+    check_model_overrides(kwargs, x["args"], "from_pretrained")
     return interface(x["args"], x["task"], x["models"])
 
 
