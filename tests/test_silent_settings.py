@@ -74,11 +74,11 @@ def test_bf16_runs_inference_in_bfloat16(wmt_bin, trained, lm, tool):
 
 
 
-def _hub(wmt_bin, trained, **kwargs):
+def _hub(wmt_bin, trained, checkpoint_file="checkpoint_last.pt", **kwargs):
     from fairseq_define.models.define_transformer import DefineTransformerModel
 
     return DefineTransformerModel.from_pretrained(
-        str(trained), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"), **kwargs)
+        str(trained), checkpoint_file=checkpoint_file, data_name_or_path=str(wmt_bin / "bin"), **kwargs)
 
 
 # --lenpen nan or inf scored every hypothesis nan (or -0.0) and exited 0, from the CLI and the hub
@@ -117,3 +117,14 @@ def test_misspelt_hub_keyword_arguments_are_refused(wmt_bin, trained, kwargs, ex
 def test_hub_keyword_arguments_that_name_settings_load(wmt_bin, trained):
     hub = _hub(wmt_bin, trained, dropout=0.3, beam=3, bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"))
     assert hub.cfg.model.dropout == 0.3 and hub.cfg.generation.beam == 3
+
+
+# the hub's export() of an ensemble wrote the first model alone
+def test_the_hub_refuses_to_export_an_ensemble(wmt_bin, trained, tmp_path):
+    from fairseq_define.errors import UserError
+
+    hub = _hub(wmt_bin, trained, checkpoint_file="checkpoint_last.pt:checkpoint_best.pt")
+    assert len(hub.models) == 2
+    with pytest.raises(UserError, match="export\\(\\) writes one model, and this hub holds an ensemble of 2"):
+        hub.export(tmp_path / "out.pt")
+    assert not (tmp_path / "out.pt").exists()

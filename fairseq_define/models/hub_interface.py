@@ -13,6 +13,7 @@ from omegaconf import open_dict
 
 from fairseq_define_patch.installed import check_model_overrides
 
+from ..errors import UserError
 from ..output_files import save_checkpoint
 from .stock_form import export_state
 
@@ -36,7 +37,13 @@ class ExportHubMixin:
         transformer_lm, lstm_lm), which a stock fairseq loads without this plugin:
         what ``fairseq-define-export CHECKPOINT PATH`` writes (docs/inference.md, "Deploy").
         ``path`` must not exist; a model stock fairseq cannot express raises a UserError
-        naming why."""
+        naming why, and so does an ensemble (``checkpoint_file='a.pt:b.pt'``): one file holds one
+        model, and writing the first alone lost the others without a word."""
+        if len(self.models) != 1:
+            raise UserError(
+                f"export() writes one model, and this hub holds an ensemble of {len(self.models)} "
+                "(checkpoint_file 'a.pt:b.pt'): load each checkpoint alone and export it, or average them "
+                "into one first (fairseq-define-average-checkpoints)")
         save_checkpoint(export_state(self.models[0], self.cfg, self.task), path, flag=None)
 
 
