@@ -83,6 +83,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "8f2f7177690892a1b3e1c028609524bdc8451457b481bb386090c028807b4ca5",
     ),
+    "fairseq/_define_runtime/resumed_optimizer.py": (
+        None,
+        "4bc87e470b8d1488604e736ea8faa05660f145e9ebb2661dc474cb7283170c60",
+    ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
         "9b68654cc661b0f9c70926e8f5b67cad885e083ec459aa469656f6c0d1828b9e",
@@ -405,7 +409,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/optim/fairseq_optimizer.py": (
         "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
-        "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
+        "dbc61006237038e18bdb2af0f6e2d7ff139784aa23452f54c0be5af3debe56ed",
     ),
     "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py": (
         "6edb4838ca94327d98b8d7a0925f8fffad2b744405be0bf4e20edb64247cd82a",

@@ -128,3 +128,25 @@ def test_the_hub_refuses_to_export_an_ensemble(wmt_bin, trained, tmp_path):
     with pytest.raises(UserError, match="export\\(\\) writes one model, and this hub holds an ensemble of 2"):
         hub.export(tmp_path / "out.pt")
     assert not (tmp_path / "out.pt").exists()
+
+
+# resuming with new optimizer settings kept the checkpoint's (torch's load_state_dict put them
+# back) while the new checkpoint stored the new ones as applied
+@pytest.mark.cli
+def test_a_resumed_optimizer_runs_with_the_commands_settings(lm, tmp_path):
+    from fairseq.checkpoint_utils import safe_torch_load
+
+    data, ckpt = lm
+    train = ("fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
+             "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "3",
+             "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--no-epoch-checkpoints", "--restore-file", ckpt)
+    same = run_cli(*train, "--save-dir", tmp_path / "same", timeout=300).stdout
+    assert "resuming with this command's" not in same  # the settings it trained with: nothing to say
+    out = run_cli(*train, "--save-dir", tmp_path / "new", "--weight-decay", "0.1", "--adam-eps", "1e-6",
+                  "--adam-betas", "(0.8, 0.9)", timeout=300).stdout
+    assert "resuming with this command's weight_decay 0.1 (the checkpoint's optimizer ran with 0.0)" in out
+    state = safe_torch_load(str(tmp_path / "new" / "checkpoint_last.pt"))
+    group = state["last_optimizer_state"]["param_groups"][0]
+    assert (tuple(group["betas"]), group["eps"], group["weight_decay"]) == ((0.8, 0.9), 1e-6, 0.1)
+    stored = state["cfg"]["optimizer"]
+    assert (stored["weight_decay"], stored["adam_eps"]) == (0.1, 1e-6)  # what ran

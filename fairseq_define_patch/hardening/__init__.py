@@ -22,6 +22,7 @@ from . import (
     output_links,
     plugin_loading,
     preprocess_inputs,
+    resumed_optimizer,
     training_settings,
     user_error,
 )
@@ -36,6 +37,7 @@ GROUPS = (
     model_overrides,
     training_settings,
     preprocess_inputs,
+    resumed_optimizer,
     dataset_files,
     generation_inputs,
     generation_processes,
