@@ -107,6 +107,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "6456f852752008ca1f3169b5361b383eb68935b60b6235a6efe4789b7ca0af4f",
     ),
+    "fairseq/_define_runtime/layer_pruning.py": (
+        None,
+        "78f7b81581fe148a1a711e8bf6751a1a6a1764688dc4d94caf138dfabe8c22b6",
+    ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
         "a605119ae6c856e7d777bbc4a10dfe5052d2f1833cc5e875a7396b65dd65be2b",
@@ -277,7 +281,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "b8de4960d37d6d79cd8e25bfcd1c20b39f97abdd78535196cfe853519eba7404",
+        "3496df92a009220b6b4a7274a25cdf0560599edc4adca201a975ff7b78ca3109",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -442,6 +446,14 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
+    ),
+    "fairseq/models/transformer/transformer_legacy.py": (
+        "15d3cfc3c21a8792a46a7ce9f18e938bee339395c0b00215db1990a163a2abc2",
+        "8a1e15fa5f1d54abe643fe51f4559f65785fcc19ac7242b5604fa8e8823d689e",
+    ),
+    "fairseq/models/transformer/transformer_base.py": (
+        "e62ea38e768adbf41aef37620aeefd7c647281e061e402e809b271ce5ed56d48",
+        "28ec576e873e959c5a81f4abda0c4afa67f23d1fb4ec1248c667c950612e1c52",
     ),
     "fairseq/data/dictionary.py": (
         "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",

@@ -150,3 +150,43 @@ def test_a_resumed_optimizer_runs_with_the_commands_settings(lm, tmp_path):
     assert (tuple(group["betas"]), group["eps"], group["weight_decay"]) == ((0.8, 0.9), 1e-6, 0.1)
     stored = state["cfg"]["optimizer"]
     assert (stored["weight_decay"], stored["adam_eps"]) == (0.1, 1e-6)  # what ran
+
+
+def _hypotheses(out):
+    return sorted(l for l in out.splitlines() if l.startswith("H-"))
+
+
+# LayerDrop pruning took the DeFINE unit's layers.N for the Transformer's (and dropped the
+# stack that was not pruned), then called the intact checkpoint damaged
+@pytest.mark.cli
+def test_layer_pruning_keeps_the_unit_and_the_other_stack(wmt_bin, trained, lm):
+    def generate(overrides):
+        return run_cli(*_generate(wmt_bin, trained, "--model-overrides", overrides), timeout=300).stdout
+
+    full = _hypotheses(run_cli(*_generate(wmt_bin, trained), timeout=300).stdout)
+    assert _hypotheses(generate("{'encoder_layers_to_keep': '0,1', 'decoder_layers_to_keep': '0,1'}")) == full
+    assert len(_hypotheses(generate("{'decoder_layers_to_keep': '1'}"))) == 40
+    out = run_cli(*_eval_lm(lm, "--model-overrides", "{'decoder_layers_to_keep': '0'}"), timeout=300).stdout
+    assert _scores("eval-lm", out)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("flags,expected", [
+    (["--model-overrides", "{'encoder_layers_to_keep': '5'}"],
+     "--encoder-layers-to-keep '5' names layer 5, and this checkpoint's encoder has layers 0-1"),
+    (["--model-overrides", "{'decoder_layers_to_keep': 'x'}"], "--decoder-layers-to-keep 'x' is not a list of layer numbers"),
+])
+def test_layers_to_keep_that_the_checkpoint_lacks_are_one_line(wmt_bin, trained, flags, expected):
+    assert_user_error(run_cli(*_generate(wmt_bin, trained, *flags), check=False, timeout=300), "fairseq-generate", expected)
+
+
+@pytest.mark.cli
+def test_layers_to_keep_at_training_is_one_line(wmt_bin, tmp_path):
+    from .helpers import TINY
+
+    proc = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "1", "--cpu",
+                   "--save-dir", tmp_path / "ck", "--encoder-layers-to-keep", "0", check=False, timeout=300)
+    assert_user_error(proc, "fairseq-train", "--encoder-layers-to-keep prunes a model trained with LayerDrop",
+                      "--model-overrides")
+    assert not list(tmp_path.rglob("*.pt"))  # refused as the model is built, before any checkpoint
