@@ -190,3 +190,19 @@ def test_layers_to_keep_at_training_is_one_line(wmt_bin, tmp_path):
     assert_user_error(proc, "fairseq-train", "--encoder-layers-to-keep prunes a model trained with LayerDrop",
                       "--model-overrides")
     assert not list(tmp_path.rglob("*.pt"))  # refused as the model is built, before any checkpoint
+
+
+# contiguous_lm's line advised {'tokens_per_sample': 64}, which a Transformer-XL's evaluation
+# ignores (its segment length is the model's tgt_len)
+def test_the_context_window_line_names_the_override_that_sets_the_segment_length():
+    from argparse import Namespace
+
+    from fairseq.data import Dictionary
+
+    from fairseq_define.errors import UserError
+    from fairseq_define.tasks.contiguous_lm import ContiguousLMTask
+
+    task = ContiguousLMTask(Namespace(eval_context=-1, tokens_per_sample=16, output_dictionary_size=-1, data=None),
+                            Dictionary())
+    with pytest.raises(UserError, match="--model-overrides \"{'mem_len': 640, 'tgt_len': 64}\""):
+        task.eval_lm_dataloader(None, context_window=4)
