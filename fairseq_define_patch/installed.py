@@ -11,8 +11,9 @@ import importlib
 
 from .edits import RUNTIME_PACKAGE
 
-__all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_state_dict",
-           "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only", "parameter_limit_lifted",
+__all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_model_overrides",
+           "check_state_dict", "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only",
+           "parameter_limit_lifted",
            "register_parameter_counter", "size_bound", "stored_model_settings"]
 
 
@@ -63,6 +64,13 @@ def mark_inference_only(state, why):
     """Mark a checkpoint's ``state`` for inference only (``why``): fairseq-train refuses to
     resume or fine-tune from it (runtime/checkpoint_fit.py)."""
     state.setdefault("extra_state", {})[_runtime("checkpoint_fit").INFERENCE_ONLY] = why
+
+
+def check_model_overrides(overrides, cfg, source):
+    """Refuse ``overrides`` (settings by name, from ``source``) that name no setting of the
+    loaded config ``cfg`` nor an option of its model, with the closest name
+    (runtime/model_overrides.py: the check the inference CLIs make of --model-overrides)."""
+    _runtime("model_overrides").check_model_overrides(overrides, cfg, source=source)
 
 
 def check_state_dict(expected, state_dict, **kwargs):

@@ -11,7 +11,7 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/sequence_generator.py",
-        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation",
+        "--beam 0 (or negative): one line, not a reshape RuntimeError mid-generation; --lenpen nan or inf: one line",
         (
             insert_before(
                 "        self.beam_size = beam_size\n",

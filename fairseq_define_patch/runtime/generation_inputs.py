@@ -4,7 +4,8 @@
 --beam 0 failed mid-generation with a reshape RuntimeError; --nbest 0 in BLEU's
 ZeroDivisionError after the whole test set; --unkpen nan, --max-len-a nan, --temperature 0, a
 --min-len above the longest output, --diverse-beam-groups that do not divide --beam and
---sampling without --nbest equal to --beam in an assertion or a ValueError of fairseq's; a
+--sampling without --nbest equal to --beam in an assertion or a ValueError of fairseq's; --lenpen
+nan or inf (the hub's lenpen too) scored every hypothesis nan or -0.0 and exited 0; a
 negative --sampling-topk/-topp turned sampling's limit off without a word; --retain-iter-history
 and --print-step (iterative refinement's) in a KeyError after the first batch; the hub's
 ``beam='2'`` was told "must be at least 1". Every generation number has a kind and a range here
@@ -15,8 +16,9 @@ and the two command-line tools check again before a model is loaded, with their 
 --input that is a folder, a missing file or text that is not UTF-8 failed with a traceback from
 fileinput, and a pipe (--input /dev/stdin, a named pipe) was refused as "not an existing file"; standard input that
 is not UTF-8 was translated as <unk> without a word (sys.stdin's surrogateescape).
-fairseq/sequence_generator.py calls ``check_beam_size``; fairseq_cli/interactive.py reads its
-input through ``read_input_batches``.
+fairseq/sequence_generator.py calls ``check_beam_size`` (every
+generator, the hub's too); fairseq_cli/interactive.py reads its input through
+``read_input_batches``.
 """
 
 import fileinput
@@ -49,6 +51,7 @@ _GENERATION_RANGES = (
     ("prefix_size", "int", ">=0", "is negative: give a number of target tokens to force, or 0"),
     ("no_repeat_ngram_size", "int", ">=0", "is negative: give an n-gram size, or 0 for no blocking"),
     ("lm_weight", "number", None, ""),
+    ("lenpen", "number", None, ""),  # nan or inf scored every hypothesis nan (or -0.0) and exited 0
 )
 _KIND_WORDS = {"int": "must be an integer", "number": "must be a number"}
 # settings only iterative refinement (--task translation_lev) fills, which a beam search leaves unset

@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -163,10 +164,27 @@ def add_parameter_limit(parser, input_args):
         )
     reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     reader.add_argument(LIMIT_FLAG, default=None)
-    given, _ = reader.parse_known_args(input_args)
+    given, _ = reader.parse_known_args(_spelt_in_full(parser, sys.argv[1:] if input_args is None else input_args))
     if given.max_model_parameters is not None:
         os.environ[LIMIT_VARIABLE] = str(_parse_limit(given.max_model_parameters, LIMIT_FLAG + " "))
 
+
+
+def _spelt_in_full(parser, args):
+    """``args`` with an abbreviation of LIMIT_FLAG that ``parser`` takes (argparse's allow_abbrev,
+    the default of the plugin's tools: --max-model 5e9) written in full, so the limit read here
+    is the one the parse accepts; it was ignored. An abbreviation that ``parser`` finds
+    ambiguous is left for its parse to refuse."""
+    if not parser.allow_abbrev:
+        return args
+    spelt = []
+    for arg in args:
+        name, eq, value = str(arg).partition("=")
+        if (name.startswith("--") and len(name) > 2 and name != LIMIT_FLAG and LIMIT_FLAG.startswith(name)
+                and [o for o in parser._option_string_actions if o.startswith(name)] == [LIMIT_FLAG]):
+            arg = LIMIT_FLAG + eq + value
+        spelt.append(arg)
+    return spelt
 
 _SIZES = ((_is_width, MAX_WIDTH, "a width"), (_is_layers, MAX_LAYERS, "a layer count"),
           (_is_heads, MAX_HEADS, "a head count"), (_is_positions, MAX_POSITIONS, "a positions table's length"))
