@@ -29,8 +29,8 @@ def check_one_process(cfg, tool):
     ``tool``: fairseq-generate or fairseq-interactive."""
     for flag, group, name, whole in _SPLITTING:
         value = _read(cfg, group, name)
-        if value is None or value == whole:
-            continue
+        if value is None or value == whole or (name == "distributed_world_size" and value < 1):
+            continue  # a world size below 1 is out of range: training_settings.check_world_size_positive says so
         if tool == "fairseq-generate":
             raise UserError(
                 "{flag} {value} splits the test set, but fairseq-generate runs one process and starts no "
