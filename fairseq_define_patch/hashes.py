@@ -135,10 +135,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "2a8c6eab00c3ac2d03896970ef13c68bf5b0ce454d756dfa04f7211b22fcb0be",
         "c61dba2f0d04c1b76a37e5d326d8e85fc090667808fed9adc5c0c20d94b385a7",
     ),
-    "hydra/conf/__init__.py": (
-        "ebb83d718384db8e54bdae9b300e3c3fba6ee0b9462922939c5b7290b7af8907",
-        "d78d053b135dd9d96cf7c9b6a13eeadfab034cc6acb492f8cff8b5fa34127b2e",
-    ),
     "fairseq/dataclass/initialize.py": (
         "35bb8e50614902ad385e467fba4e251c7c5203fbd34398c1974a416c4ddc72d8",
         "703e8407c3e0df98c734239ecc396518c737f72129c6309b03ab8f980e2bbe6c",
@@ -162,22 +158,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/examples/wav2vec/unsupervised/models/wav2vec_u.py": (
         "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
         "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
-    ),
-    "hydra/core/plugins.py": (
-        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
-        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
-    ),
-    "hydra/grammar/gen/OverrideLexer.py": (
-        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
-        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
-    ),
-    "antlr4/Lexer.py": (
-        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
-        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
-    ),
-    "antlr4/Parser.py": (
-        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
-        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
     ),
     "fairseq/models/wav2vec/wav2vec2_asr.py": (
         "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
