@@ -137,7 +137,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/dataclass/initialize.py": (
         "35bb8e50614902ad385e467fba4e251c7c5203fbd34398c1974a416c4ddc72d8",
-        "703e8407c3e0df98c734239ecc396518c737f72129c6309b03ab8f980e2bbe6c",
+        "d7ed8b4c8c0676b873f410791ce510689505a0acbac19121ca9202e24fc7805e",
     ),
     "fairseq/examples/data2vec/models/data2vec_text.py": (
         "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
@@ -162,6 +162,66 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/models/wav2vec/wav2vec2_asr.py": (
         "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
         "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
+    ),
+    "fairseq/dataclass/utils.py": (
+        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
+        "60d5b433005a9662349b1873696368fe61630daf8ca06e9be0f8cbcd162268d1",
+    ),
+    "fairseq_cli/hydra_train.py": (
+        "c95301261e65ce697102e84488b21421c75ab4650a18215b3507949470981213",
+        "de75e872fef5b2c4d3556104d6f09b98f35459faee94874bfe14f5c3dcb06331",
+    ),
+    "fairseq/config/config.yaml": (
+        "227b78972526a850e12016e750742d43adb31adf51f8cf6811dd12825280f8c6",
+        "48e2723d36f4b2517dd392ca9a7783a7ae18b6c14741eb987acddd93ec8ee867",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_baevski_gbw.yaml": (
+        "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
+        "330c5d14b77b2f240e8381c3814be92cd52f71561b75ca1fb69ba09f9d8f612a",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_baevski_wiki103.yaml": (
+        "e00ac4e30da64e4d475d6feb73ea7d62ea37fb172292da60699187097845681a",
+        "118b7d365024bc6e6b049e45d3d4e499b946b8027af42ca7005aef082e5766dc",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_big.yaml": (
+        "44ae206f69dabb3f0b8fd01eb60bfff6664fa4af1b2d6c48b3b3b860326d524e",
+        "b9aeea15764d85ee6a2be533a4c4690d48fb8609bf465cb28ff7d6868fb4cdc6",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gbw.yaml": (
+        "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
+        "330c5d14b77b2f240e8381c3814be92cd52f71561b75ca1fb69ba09f9d8f612a",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt.yaml": (
+        "19b37a87ae8b51526559ca4e37a04d9c884427e39e82a68d343edd6c95635ad8",
+        "1c096a5afae7222ffe6983286e515f4f50a22c30cbd8902fe8b936ce584331e2",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_big.yaml": (
+        "ad0e94f6a36c8ff8cf0e7bde13af4c8aa8d3efbbb1bc61c90af69f30e30beeb8",
+        "580eb9526c1ee4fc01f4da0b1d366fe8304daff64e760ef1aa9fd8df7f371fc5",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_medium.yaml": (
+        "a1ee42a4281d103cf4cc0be5303a38b374a3df5124d9bf1c7fff587da7623997",
+        "917faa625a9037dbfced4e24b11a6314103535e7c57c13544d202bdad135f3be",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_small.yaml": (
+        "d69e38dc28610f5ad4a418660909752533b3a471589eb3751188c4327e895e86",
+        "de7a741f4c5eef255e229a2485034e128dbd10945951a4571a20ea548b11cf59",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_wiki103.yaml": (
+        "e00ac4e30da64e4d475d6feb73ea7d62ea37fb172292da60699187097845681a",
+        "118b7d365024bc6e6b049e45d3d4e499b946b8027af42ca7005aef082e5766dc",
+    ),
+    "fairseq/config/model/wav2vec/vq_wav2vec_gumbel.yaml": (
+        "c8c559d5ead863a8035d575fa2015cc74d37361d29b6c3b4f30ed10ddcbb2499",
+        "2c6b5cf299eea4abbb50465e6cd4bf1a5e79003f2ced19e01399dfdea6689714",
+    ),
+    "fairseq/config/model/wav2vec2/wav2vec2_base.yaml": (
+        "e0dce91e66419f94b4495645c9d8745ef5791327eedcbb40398eeb567aca1ab7",
+        "8c13b92540c66a482671dea9a4d313ae039e8eab202c8c9641b173006586dbfb",
+    ),
+    "fairseq/config/model/wav2vec2/wav2vec2_large.yaml": (
+        "3247a2825dac7467b8a8d0ac55c545197e7ff524bbb2f06fcaeff9472733d692",
+        "6a1ce9a735e9c3ec4f603ccfa317f5058bd18c21bf2c03589dbc593e626c5693",
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
@@ -382,10 +442,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py": (
         "6edb4838ca94327d98b8d7a0925f8fffad2b744405be0bf4e20edb64247cd82a",
         "c921c3ce1b80848457f86ae869eb3f7afd4f8f5d8ebc99e3744b0b895c7e6ad9",
-    ),
-    "fairseq/dataclass/utils.py": (
-        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
-        "beadbd4ec295d8358d9b77d93be9100c89ef5c048af049f34280a57576c473d6",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
