@@ -175,6 +175,10 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "227b78972526a850e12016e750742d43adb31adf51f8cf6811dd12825280f8c6",
         "48e2723d36f4b2517dd392ca9a7783a7ae18b6c14741eb987acddd93ec8ee867",
     ),
+    "fairseq/checkpoint_utils.py": (
+        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
+        "153c2b1c32cddf1fbc59dc6f7abaabbabc128fdf946d4ad48a4bad9bb7fcbd51",
+    ),
     "fairseq/config/model/transformer_lm/transformer_lm_baevski_gbw.yaml": (
         "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
         "330c5d14b77b2f240e8381c3814be92cd52f71561b75ca1fb69ba09f9d8f612a",
@@ -302,10 +306,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
         "edd043e094951a387b48220ae41d6dd293d7be31a587dda064ecc606c8096cb9",
-    ),
-    "fairseq/checkpoint_utils.py": (
-        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "b8de4960d37d6d79cd8e25bfcd1c20b39f97abdd78535196cfe853519eba7404",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",

@@ -6,8 +6,12 @@ the set-up installs it without its pins beside the hydra-core and omegaconf pip 
 (docs/install.md). fairseq 0.12.2 already composes on them (its defaults list names ``_self_``
 first, fairseq pull request #3722, so the defaults list still overrides the dataclass values;
 omegaconf's renamed ``is_primitive_type_annotation`` is handled), and old checkpoints' stored
-configs are plain dicts and Namespaces that omegaconf 2.3 reads as 2.0 did. What is left are
-notices a user cannot act on, printed by every command that builds its config:
+configs are plain dicts and Namespaces that omegaconf 2.3 reads as 2.0 did. A config that
+omegaconf 2.0 pickled as a ``DictConfig`` loads too, but omegaconf 2.3 reads its metadata as
+``typing.Dict[Any, Any]``, which pickles as a call that the weights-only loader refuses when
+the loaded state is sent on (a resume under DDP broadcasts it): fairseq's loading re-creates
+such a config from its content. What is left are notices a user cannot act on, printed by every
+command that builds its config:
 
 - ``hydra.experimental.compose``/``initialize`` are no longer experimental: imported from
   ``hydra``;
@@ -25,7 +29,7 @@ notices a user cannot act on, printed by every command that builds its config:
   matching.
 """
 
-from ..edits import Edit, FilePatch, insert_after
+from ..edits import Edit, FilePatch, insert_after, insert_before
 
 _NO_HEADER = "# (fairseq_define) no package header: hydra >= 1.1's default package is the same\n"
 # fairseq's group configs (fairseq-hydra-train model=transformer_lm/transformer_lm_gpt, ...)
@@ -98,6 +102,18 @@ PATCHES = (
             insert_after(
                 "hydra:\n  run:\n    dir: .\n",
                 "  job:\n    chdir: true  # (fairseq_define) hydra 1.0's behaviour, which hydra >= 1.2 asks to state\n",
+            ),
+        ),
+    ),
+    FilePatch(
+        "fairseq",
+        "fairseq/checkpoint_utils.py",
+        "omegaconf 2.3: a stored config pickled by omegaconf 2.0 is re-created from its content",
+        (
+            insert_before(
+                '            state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})\n',
+                "            if OmegaConf.is_config(state[\"cfg\"]):  # (fairseq_define) not omegaconf 2.0's metadata\n"
+                '                state["cfg"] = OmegaConf.to_container(state["cfg"])\n',
             ),
         ),
     ),
