@@ -27,7 +27,6 @@ setup(
         "sentencepiece",
         "subword-nmt",
         "sacremoses",
-        "tqdm",
         "matplotlib",
     ],
     # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)

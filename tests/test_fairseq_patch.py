@@ -129,6 +129,17 @@ def test_versions_outside_the_tested_range_get_one_line(monkeypatch, dist, versi
     assert "\n" not in message and named in message and dist in message
 
 
+def test_the_package_requires_the_config_libraries_the_patch_accepts():
+    """setup.py lists fairseq's run-time requirements (fairseq itself goes in with --no-deps):
+    its hydra-core and omegaconf ranges are the ones check_versions accepts."""
+    from packaging.requirements import Requirement
+
+    required = {r.name: r.specifier for r in map(Requirement, importlib.metadata.requires("fairseq-define"))}
+    assert "fairseq" not in required  # its metadata pins hydra-core 1.0 / omegaconf 2.0
+    for dist in fp.CONFIG_LIBRARIES:
+        assert required[dist] == Requirement(fp._requirement(dist).strip("'")).specifier
+
+
 @pytest.mark.parametrize("raised, line", [
     ("UserError('bad setting: fix it')", "fairseq-x: error: bad setting: fix it"),
     # a fairseq exception that the plugin's reader knows, printed by the same hook
