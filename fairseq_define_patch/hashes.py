@@ -69,7 +69,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
-        "9ddab263843bad4742d5731d78bde1336ef33fc83d4a0065511e5b480a3785df",
+        "7051e8fad4261bf6e434696e74a66ad1db17c53afa31663ef64aa236b5128465",
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
