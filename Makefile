@@ -22,7 +22,7 @@ TORCH_REQUIREMENT := torch
 endif
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm fairseq-tests clean-venv
+.PHONY: demo test test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm study-adaptive fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -49,7 +49,7 @@ recipes-small: $(STAMP)
 # the studies (docs/studies.md): quality against parameters per model family, about 2 hours
 # each on 2 CPU cores; resumable (run again to continue). ARGS go to each study, e.g.
 # ARGS=--quick (a one-minute pipeline check) or ARGS="--arms 'a b'"
-studies: study-nmt study-ptb study-wt2 study-tlm
+studies: study-nmt study-ptb study-wt2 study-tlm study-adaptive
 
 study-nmt: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.nmt_multi30k $(ARGS)
@@ -62,6 +62,11 @@ study-wt2: $(STAMP)
 
 study-tlm: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_transformer_wikitext2 $(ARGS)
+
+# study 5 (issue 59): DeFINE added on an adaptive input against that adaptive input (Table 1a
+# R2 vs R3), LSTM and transformer_lm pairs, two seeds; ARGS="--jobs 2" trains a pair side by side
+study-adaptive: $(STAMP)
+	PATH="$(BIN):$$PATH" $(BIN)/python -m studies.lm_adaptive_define $(ARGS)
 
 # fairseq 0.12.2's own tests (from the v0.12.2 tag, in a temporary folder) on the patched
 # install: FAIRSEQ_SRC=checkout-or-archive, by default ../shared/fairseq's archive when it is

@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "8b75db51586f64ea69a60b14fcaf792217a1410489f45bf0e87c47676bd5e8df",
+        "b967eb065a64285f1359164e0765480ec0a77935763a797aa5ffd03e758d1a45",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
@@ -73,7 +73,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "3e281373b3f3ba4c31867de2966dd0199a1163abc239e5f7de4814ec81813999",
+        "f3bf1377aed306af3c721d8cbc55e7f8d67aaee12627e37edc0fe76c14d718be",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -83,17 +83,33 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         None,
         "8f2f7177690892a1b3e1c028609524bdc8451457b481bb386090c028807b4ca5",
     ),
+    "fairseq/_define_runtime/resumed_optimizer.py": (
+        None,
+        "4bc87e470b8d1488604e736ea8faa05660f145e9ebb2661dc474cb7283170c60",
+    ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
         "9b68654cc661b0f9c70926e8f5b67cad885e083ec459aa469656f6c0d1828b9e",
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "5e2a1ffebe2e8cf996cfd48f80cdd0382487bfe09b8880d1616c9b8b3857cc9e",
+        "af4fc49f4e717494ff555af9b7080cdcd64979ca10a495fdf3ad15d4a0c238d0",
+    ),
+    "fairseq/_define_runtime/generation_processes.py": (
+        None,
+        "0719813d7f819bf6a47acfb00c8ac723398626d12153d3e5d8c67c974c7c1906",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
         "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
+    ),
+    "fairseq/_define_runtime/inference_precision.py": (
+        None,
+        "6456f852752008ca1f3169b5361b383eb68935b60b6235a6efe4789b7ca0af4f",
+    ),
+    "fairseq/_define_runtime/layer_pruning.py": (
+        None,
+        "78f7b81581fe148a1a711e8bf6751a1a6a1764688dc4d94caf138dfabe8c22b6",
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
@@ -101,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "c61b1b54b1366476971940674e0e67e83cf30af2fa4313c0f088ecfe57a9f900",
+        "e150b81375529054479fb3beddb09ae78d5bc75b93f38f23da5dec1b1fb3726e",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -109,7 +125,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "25f9568456384255a26de1ae840c5f15665282c52836159fc85597ac1ed599cc",
+        "dc8eeee63b93d48fa117a10ef74ccc9a3ba24099aeb5dd8980a26784d5d18436",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
@@ -117,7 +133,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
-        "110828366d5d820a6b7a95a57e395200cb9061d79875290c2ddc082b98e314b6",
+        "380b9430cd1adeec57370ac8e807cbda37007d6d2b1b083d16964d4b44b686a4",
     ),
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,
@@ -177,7 +193,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/checkpoint_utils.py": (
         "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "153c2b1c32cddf1fbc59dc6f7abaabbabc128fdf946d4ad48a4bad9bb7fcbd51",
+        "0dd2b537553723668ab21a374be0f21777ab43d0ab4e49ec278577b6e42907c6",
     ),
     "fairseq/config/model/transformer_lm/transformer_lm_baevski_gbw.yaml": (
         "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
@@ -241,7 +257,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/tasks/fairseq_task.py": (
         "7315e5463587cb203ac7e3eb76bd23f42bd08cbf45cde682a811c469af020e9c",
-        "fb403202eed2a74dab47af5139cc006115ae04988fec147599f30bbc429700e0",
+        "2ef6f07132086718aa721b685a2bca0ed8568d57e43e90ecaf06f2e8678de042",
     ),
     "fairseq/optim/amp_optimizer.py": (
         "7ef6436dd807b5a536840ba386938093ced5b3c021717432bf5e8ee8966e2154",
@@ -309,7 +325,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
-        "ba1754bbd2b4b34582a45fbcbccae9232cf7531a8500e4f0e6c172791a0de8f8",
+        "82b0961f6f13072c23ff5559d94118e12920735e867253631f0af3a2f5c2d8d4",
     ),
     "fairseq/models/fairseq_model.py": (
         "881e8b63349a8bf26e491e1724b1934bae274e8bbe5ae95de203b8de76a74bdd",
@@ -385,11 +401,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/validate.py": (
         "107e323ac622180fc04607049d6c98e4995e67dc85047bb8bb9324a8ce7f1fc8",
-        "93f27928619f65f0bf3a32576abcbc1902d9af909904682507cf4130d21c6f2f",
+        "603eb0092ad3a6e312bf41efeb7c1169823aa446cb109725a62e9152690236d2",
     ),
     "fairseq_cli/eval_lm.py": (
         "e7bbe5275c40905ec5b9a442f76bf991795eddebc2fdb205961d5e906ce55377",
-        "98ba27d782b7e4b2021d85d416afb7dfd022b4f710170ef7008980e35bff5eab",
+        "0b85561a1f900f917e0fc8c3a015c19159efa4a132bb6cf2a6decc8e04344dfd",
     ),
     "fairseq/examples/data2vec/models/data2vec_audio.py": (
         "ea2fff64a7d77888e2c1ebe229f9d040dc229935dfa68dafa979f9f8963bb17d",
@@ -425,11 +441,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/generate.py": (
         "946db64eb1305557a49e2f3ac11ab28fd9ff857bfb16909675dce238ef81c2e7",
-        "c50abfb6cb28680dc27406520ad3177afa9ae0402ed6318648a7a34c3d6e9bde",
+        "a18d0f45efbc91b00236a03ca92eac0213aed8cdea176cf3bebb28eb391ce221",
     ),
     "fairseq_cli/interactive.py": (
         "3dc2efaa654c256fd5c0110c991869b131e4ec44edeb9bff4eb6dd4dbf1b0060",
-        "1564bb81c4ea854e1a246a663894c3c6811725f26d1354da700d0b2d40e2f82b",
+        "88f105d89161bafcf5eef8f03b276aa2be44776bb91347e48c5450b185cc34a3",
     ),
     "fairseq_cli/train.py": (
         "a86d6470a265025807fb77f3f712c45cc151b33da5688367a45163c8b835ba7a",
@@ -437,7 +453,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/optim/fairseq_optimizer.py": (
         "cf1e96c754583437cf7ec62eab7f63d82fc3f174315221f5c00db7f421d1d390",
-        "c88585e940d135b9448286f351c2c3e81a8356e75df57f2e6bbe59273a0ccab7",
+        "dbc61006237038e18bdb2af0f6e2d7ff139784aa23452f54c0be5af3debe56ed",
     ),
     "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py": (
         "6edb4838ca94327d98b8d7a0925f8fffad2b744405be0bf4e20edb64247cd82a",
@@ -445,7 +461,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",
-        "0d059fab7beaaa142cb9db10f25bc615f1d6b896d71801aa20aeda2670dfbd92",
+        "49c899c24e83dfe01a836b4fb21c74a03b66cb9cf27df79c0cbb6ed6f2eb4c35",
     ),
     "fairseq/data/indexed_dataset.py": (
         "82e2ad6a66978e00c07018efe3e56b556f0a11cefcb7d97ff72c4476ece108bc",
@@ -461,11 +477,19 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/sequence_generator.py": (
         "f1f6827af1e0a54f28fde70b045cb0bcc60f46d496fca057516fffa789c89cf2",
-        "7438e7df78f523bfa687ab41ee9fd2691be85550cd7e43f2e6d8948c157bf55d",
+        "86d4a7c7ab7d96038a9eb4a7eaa61ac8300cc690598c4bfb81278fd139f8268a",
     ),
     "fairseq/file_utils.py": (
         "8a82153ba8d8d5d8e01855e1d8a1f772ed8145e9f347a78085ca3f4495e61dcb",
         "a9c0ed4c59f1b67e24cc409afecc8ce3df2c7096ee2ef98fa0f87a79738b2f08",
+    ),
+    "fairseq/models/transformer/transformer_legacy.py": (
+        "15d3cfc3c21a8792a46a7ce9f18e938bee339395c0b00215db1990a163a2abc2",
+        "8a1e15fa5f1d54abe643fe51f4559f65785fcc19ac7242b5604fa8e8823d689e",
+    ),
+    "fairseq/models/transformer/transformer_base.py": (
+        "e62ea38e768adbf41aef37620aeefd7c647281e061e402e809b271ce5ed56d48",
+        "28ec576e873e959c5a81f4abda0c4afa67f23d1fb4ec1248c667c950612e1c52",
     ),
     "fairseq/data/dictionary.py": (
         "3d14a5a839401f1144ceda331d26a776daf5c522fc4bf549fe69c2851c6b7c80",

@@ -11,8 +11,9 @@ import importlib
 
 from .edits import RUNTIME_PACKAGE
 
-__all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_state_dict",
-           "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only",
+__all__ = ["add_neutral_model_settings", "add_parameter_limit", "band_cutoffs", "band_width", "check_model_overrides",
+           "check_state_dict", "disk_full", "float32_checked", "function_settings_that_differ", "mark_inference_only",
+           "parameter_limit_lifted",
            "register_parameter_counter", "size_bound", "stored_model_settings"]
 
 
@@ -29,6 +30,12 @@ def register_parameter_counter(model_class, counter):
     """Count the parameters of ``model_class``'s models with ``counter(settings, task)`` in the
     model budget (runtime/model_budget.py), instead of building them on the meta device."""
     _runtime("model_budget").register_parameter_counter(model_class, counter)
+
+
+def parameter_limit_lifted():
+    """A block whose model builds allocate nothing (the meta device): no parameter limit, the
+    size bounds kept (runtime/model_budget.py)."""
+    return _runtime("model_budget").parameter_limit_lifted()
 
 
 def add_parameter_limit(parser, argv):
@@ -57,6 +64,13 @@ def mark_inference_only(state, why):
     """Mark a checkpoint's ``state`` for inference only (``why``): fairseq-train refuses to
     resume or fine-tune from it (runtime/checkpoint_fit.py)."""
     state.setdefault("extra_state", {})[_runtime("checkpoint_fit").INFERENCE_ONLY] = why
+
+
+def check_model_overrides(overrides, cfg, source):
+    """Refuse ``overrides`` (settings by name, from ``source``) that name no setting of the
+    loaded config ``cfg`` nor an option of its model, with the closest name
+    (runtime/model_overrides.py: the check the inference CLIs make of --model-overrides)."""
+    _runtime("model_overrides").check_model_overrides(overrides, cfg, source=source)
 
 
 def check_state_dict(expected, state_dict, **kwargs):

@@ -337,11 +337,13 @@ prep_data_args() {
   PREP_ARGS+=(${CORPORA_ARGS[@]+"${CORPORA_ARGS[@]}"})
 }
 
-# perplexity CKPT SPLIT: fairseq-eval-lm's perplexity of one split
+# perplexity CKPT SPLIT: fairseq-eval-lm's perplexity of one split; with EVAL_LOG set, its
+# whole output is kept there too (e.g. --output-word-probs' scores, for a paired test)
 perplexity() {
   local out
   out=$(fairseq-eval-lm "$DATA_DIR/bin" --user-dir "$USER_DIR" --task contiguous_lm --gen-subset "$2" \
         --path "$1" "${EVAL_ARGS[@]}" ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"} 2>&1 < /dev/null) || { echo "$out" | tail -20 >&2; die "fairseq-eval-lm failed on $1"; }
+  if [[ -n "${EVAL_LOG:-}" ]]; then printf '%s\n' "$out" > "$EVAL_LOG" || die "cannot write $EVAL_LOG"; fi
   # no token scored (every block longer than the model's positions) prints perplexity 1.00
   if echo "$out" | grep -q "Evaluated 0 tokens"; then die "fairseq-eval-lm scored no token of $2 with $1 (blocks longer than the model's positions?)"; fi
   echo "$out" | sed -n 's/.*Perplexity: \([0-9.]*\).*/\1/p' | tail -1

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# The GPU check: what users run on a GPU, in one command, with one summary. Three steps, each
-# run whatever the others did:
+# The GPU check: what users run on a GPU, in one command, with one summary. Four steps, each
+# run whatever the others did, the probe first (a run cut short by a device's time limit still
+# has its numbers):
+#   probe   benchmarks/gpu_probe.py in bfloat16 within --probe-budget seconds: the training
+#           step of each family against the projective map with an A/A arm, whether the step is
+#           host-bound, kernel profiles, the unit's fraction of a matmul, the grouped matmuls'
+#           alignment (DIR/probe/probe.json, probe.md)
 #   tests   tests/test_gpu.py: every model family trains in fp32, fp16 and bf16; generate,
 #           interactive, eval-lm, cached tables, the hub, the unique-token path, GPU <-> CPU
 #           checkpoints, each against the CPU
@@ -20,21 +25,22 @@
 #              offline from a wheelhouse: scripts/build_wheelhouse.sh) and the data root
 #              (--data-root or FAIRSEQ_DEFINE_DATA: PTB, WikiText-2, the WMT news proxy corpus
 #              and newstest2013/2014). Target: under 8 minutes on one H100 (not yet measured).
-#              --cpu: the tests' device forced to the CPU (fp16 skips; a subset unless
-#              --all-tests), the benchmarks' --quick mode, the recipe's small mode for a few
-#              updates.
+#              --cpu: the probe's --device cpu --quick, the tests' device forced to the CPU
+#              (fp16 skips; a subset unless --all-tests), the benchmarks' --quick mode, the
+#              recipe's small mode for a few updates.
 #   Expected:  every step "pass". The Table 3 rows train a few hundred updates: BLEU is near
 #              zero and means nothing; the words/s of each row and the benchmark ratios are
 #              the numbers to read. The test column is newstest2013 under the recipe's name
 #              newstest2017 (newstest2017 is not in the data root).
 #   Output:    DIR/summary.md and DIR/summary.json (each step's status, time and key
-#              numbers, the machine), DIR/<step>.log, DIR/table3/ (the recipe's runs).
+#              numbers, the machine), DIR/<step>.log, DIR/probe/ (probe.json, probe.md),
+#              DIR/table3/ (the recipe's runs).
 #   Exit:      0 when every step passed, 1 when one failed (or passed without the numbers its
 #              summary reads: a changed output format), 2 for a bad option.
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/run_scripts/lib.sh"
 
-OUT="" CPU=0 STEPS="tests bench table3" T3_UPDATES="" EVAL_LINES="" PAIRS="" PYTEST_ARGS="" ALL_TESTS=0
+OUT="" CPU=0 STEPS="probe tests bench table3" PROBE_BUDGET=420 T3_UPDATES="" EVAL_LINES="" PAIRS="" PYTEST_ARGS="" ALL_TESTS=0
 WORKERS="${TEST_WORKERS:-}"
 usage() {
   script_header
@@ -42,7 +48,8 @@ usage() {
 Options:
   --out DIR          where the summary, the logs and the recipe's runs go (required)
   --cpu              the same steps at tiny budgets on the CPU (no GPU needed)
-  --steps "S ..."    run these of: tests bench graphs table3 (default: tests bench table3)
+  --steps "S ..."    run these of: probe tests bench graphs table3 (default: probe tests bench table3)
+  --probe-budget S   the probe's seconds, imports included (default 420; what would overrun is skipped)
   --updates U        Table 3: training updates per row (default 150; --cpu 6)
   --max-eval-lines N Table 3: evaluate on the first N lines of each split (default 200; --cpu 10)
   --pairs P          Table 3: train on the first P pairs of the proxy corpus (default all 23,739; --cpu 2,000)
@@ -60,6 +67,7 @@ while [[ $# -gt 0 ]]; do
     --out) [[ -n "${2:-}" ]] || die "--out needs a folder"; OUT="$2"; shift 2 ;;
     --cpu) CPU=1; shift ;;
     --steps) STEPS="${2:-}"; shift 2 ;;
+    --probe-budget) PROBE_BUDGET="${2:-}"; shift 2 ;;
     --updates) T3_UPDATES="${2:-}"; shift 2 ;;
     --max-eval-lines) EVAL_LINES="${2:-}"; shift 2 ;;
     --pairs) PAIRS="${2:-}"; shift 2 ;;
@@ -72,12 +80,13 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$OUT" ]] || die "--out DIR is required (see --help)"
 for s in $STEPS; do
-  [[ " tests bench graphs table3 " == *" $s "* ]] || die "--steps takes tests, bench, graphs and table3 (got '$s')"
+  [[ " probe tests bench graphs table3 " == *" $s "* ]] || die "--steps takes probe, tests, bench, graphs and table3 (got '$s')"
 done
-[[ -n "$STEPS" ]] || die "--steps needs at least one of: tests bench graphs table3"
+[[ -n "$STEPS" ]] || die "--steps needs at least one of: probe tests bench graphs table3"
 for v in "$T3_UPDATES" "$EVAL_LINES" "$PAIRS" "$WORKERS"; do
   [[ -z "$v" || "$v" =~ ^[0-9]+$ ]] || die "--updates, --max-eval-lines, --pairs and --workers take a whole number (got '$v')"
 done
+[[ "$PROBE_BUDGET" =~ ^[1-9][0-9]*$ ]] || die "--probe-budget takes a whole number of seconds (got '$PROBE_BUDGET')"
 if [[ $CPU == 1 ]]; then
   T3_UPDATES="${T3_UPDATES:-6}" EVAL_LINES="${EVAL_LINES:-10}" PAIRS="${PAIRS:-2000}" WORKERS="${WORKERS:-2}"
 else
@@ -104,6 +113,14 @@ run_step() {
   printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$(( $(date +%s) - start ))" "$rc" >> "$STEPS_TSV"
   echo "  $name: $status (exit $rc) in $(( $(date +%s) - start )) s; log: $OUT/$name.log"
   [[ $status == pass ]] || tail -5 "$OUT/$name.log" | sed 's/^/    /'
+}
+
+# the probe (docs/benchmarks.md, "The GPU probe"): its own folder; it writes probe.json after
+# every measurement and skips what would overrun its budget
+step_probe() {
+  local args=(--out "$OUT/probe" --budget "$PROBE_BUDGET")
+  if [[ $CPU == 1 ]]; then args+=(--device cpu --quick); else args+=(--device cuda); fi
+  python3 "$ROOT/benchmarks/gpu_probe.py" "${args[@]}"
 }
 
 step_tests() {
@@ -197,6 +214,18 @@ def read(name):
 
 
 numbers = {}
+probe = out / "probe" / "probe.json"
+if probe.is_file():
+    try:
+        p = json.loads(probe.read_text())
+    except ValueError:
+        p = {}
+    if "ratios" in p and "sections" in p:
+        numbers["probe"] = {"finished": p["probe"]["finished"], "ratios": p["ratios"],
+                            "aa_over_define": {k: s.get("aa_over_define") for k, s in p.get("steps", {}).items()},
+                            "host_bound": {f: h.get("host_bound") for f, h in p.get("host_bound", {}).items()},
+                            "sections": {s: e["status"] for s, e in p["sections"].items()},
+                            "skipped": len(p.get("skipped", []))}
 tests = read("tests")
 m = re.findall(r"^=*\s*(.*\b(?:passed|failed|error|skipped)\b.*?) in [0-9.]+s", tests, re.M)
 if m:
@@ -282,6 +311,7 @@ machine = {
 # a step that passed but whose log no longer holds its numbers (a changed output format) fails
 # the check, so CI sees it
 expected = {
+    "probe": lambda: numbers["probe"]["finished"],
     "tests": lambda: numbers["tests"]["result"],
     "bench": lambda: all([numbers["bench"]["1a_unit_fraction_of_matmul"], numbers["bench"]["1b_ours_over_authors_code"],
                           numbers["bench"]["2_train_step_ratio_to_projective"], numbers["bench"]["3_cached_over_plain"]]),
@@ -315,6 +345,13 @@ md = [f"# GPU check ({summary['mode']} mode): {'all steps passed' if summary['pa
 md += [f"| {s['step']} | {s['status']} | {s['seconds']} |" for s in steps]
 if missing:
     md += ["", "Numbers not found in the logs of: " + ", ".join(missing) + " (their output format changed?)."]
+if "probe" in numbers:
+    pr = numbers["probe"]
+    md += ["", "Probe (probe/probe.md; step / projective step, A/A: define_aa / define): "
+           + ", ".join(f"{s} {st}" for s, st in pr["sections"].items()) + f"; {pr['skipped']} items skipped."]
+    for key, ratios in pr["ratios"].items():
+        md.append(f"- {key}: " + ", ".join(f"{a} {v:.3f}" if isinstance(v, float) else f"{a} error" for a, v in ratios.items())
+                  + (f"; A/A {pr['aa_over_define'][key]:.3f}" if pr["aa_over_define"].get(key) else ""))
 if "tests" in numbers:
     md += ["", f"Tests: {numbers['tests']['result']}."]
     md += [f"- failed: `{t}`" for t in numbers["tests"]["failed"]]

@@ -172,11 +172,14 @@ def train_arm(arm: Arm, run_dir: Path, data_bin: Path, recipe: Sequence[str], bu
         write_text(wall, f"{before + spent:.1f}\n")
 
 
-def lm_perplexity(checkpoint: Path, data_dir: Path, split: str, eval_args: Sequence[str]) -> float:
-    """lib.sh's ``perplexity``: fairseq-eval-lm on one split of DATA_DIR/bin."""
+def lm_perplexity(checkpoint: Path, data_dir: Path, split: str, eval_args: Sequence[str],
+                  log: Optional[Path] = None) -> float:
+    """lib.sh's ``perplexity``: fairseq-eval-lm on one split of DATA_DIR/bin; its whole
+    output also goes to ``log`` when given (EVAL_LOG)."""
+    scalars = {"DATA_DIR": str(data_dir), **({"EVAL_LOG": str(log)} if log is not None else {})}
     out = lib_sh("perplexity", [checkpoint, split],
                  arrays={"EVAL_ARGS": list(eval_args), "DEVICE_ARGS": ["--cpu"]},
-                 scalars={"DATA_DIR": str(data_dir)}, capture=True)
+                 scalars=scalars, capture=True)
     try:
         return float(out.strip().splitlines()[-1])
     except (ValueError, IndexError):

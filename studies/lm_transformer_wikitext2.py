@@ -72,6 +72,16 @@ def sizes(quick: bool) -> tuple:
             "--decoder-ffn-embed-dim", str(ffn))
 
 
+def adaptive_arm(size: tuple, d: int, cutoff: str) -> Arm:
+    """fairseq's transformer_lm with its adaptive input and adaptive softmax (tables and
+    projections tied) at width d, bands ``cutoff``, factor 4: Baevski & Auli's form (study 5
+    adds DeFINE on it)."""
+    dims = ("--decoder-input-dim", str(d), "--decoder-output-dim", str(d))  # transformer_lm keeps 512 unless set
+    return Arm(f"adaptive_d{d}", "adaptive input", "transformer_lm",
+               size + dims + ("--adaptive-input", "--adaptive-input-cutoff", cutoff, "--adaptive-softmax-cutoff", cutoff,
+                              "--tie-adaptive-weights", "--tie-adaptive-proj") + ADAPTIVE_LOSS, d, d, sized=len(size))
+
+
 def arms(quick: bool) -> List[Arm]:
     # quick: 2 layers, d = 32, n = 16, k = 64 (the tiny architecture's unit) on slices
     d, ns, k, cutoff = (32, (16,), 64, "200,800") if quick else (256, (128, 64), 1024, CUTOFF)
@@ -81,9 +91,7 @@ def arms(quick: bool) -> List[Arm]:
     out = [
         Arm(f"standard_d{d}", "standard", "transformer_lm",
             size + dims + ("--share-decoder-input-output-embed",), d, d, sized=len(size)),
-        Arm(f"adaptive_d{d}", "adaptive input", "transformer_lm",
-            size + dims + adaptive + ("--adaptive-softmax-cutoff", cutoff, "--tie-adaptive-weights",
-                                      "--tie-adaptive-proj") + ADAPTIVE_LOSS, d, d, sized=len(size)),
+        adaptive_arm(size, d, cutoff),
     ]
     for n in ns:
         unit = ("--define-map-dim", str(n), "--define-expand-dim", str(k), "--define-depth", "3")

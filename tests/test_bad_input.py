@@ -120,10 +120,10 @@ def test_overlong_lines(bin_copy, trained):
     assert ok.returncode == 0
 
 
-def interactive(bin_dir, ckpt, text):
+def interactive(bin_dir, ckpt, text, *flags):
     exe = Path(BIN) / "fairseq-interactive"
     return subprocess.run([str(exe), str(bin_dir), "--user-dir", USER_DIR, "--path", str(ckpt), "--source-lang", "en",
-                           "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "10"],
+                           "--target-lang", "de", "--beam", "2", "--cpu", "--max-len-b", "10", *flags],
                           input=text, capture_output=True, text=True, timeout=300)
 
 
@@ -142,6 +142,17 @@ def test_empty_lines_and_unknown_tokens_are_translated(wmt_bin, trained):
 def test_overlong_interactive_line(wmt_bin, trained):
     proc = interactive(wmt_bin / "bin", trained / "checkpoint_last.pt", " ".join(["the"] * 1100) + "\n")
     assert_user_error(proc, "fairseq-interactive", "is longer than the model accepts")
+
+
+def test_overlong_interactive_line_skipped_as_the_line_advises(wmt_bin, trained):
+    """--skip-invalid-size-inputs-valid-test, which the line above advises, refused the whole
+    input ("every sample of this split"): interactive reads a chunk of lines at a time, and a
+    chunk of one long line was left empty. Now the long line is skipped, the others translated."""
+    text = "the house\n" + " ".join(["the"] * 1100) + "\na cat\n"
+    proc = interactive(wmt_bin / "bin", trained / "checkpoint_last.pt", text, "--skip-invalid-size-inputs-valid-test")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert [l.split("\t")[0] for l in proc.stdout.splitlines() if l.startswith("H-")] == ["H-0", "H-2"]
+    assert "1 samples have invalid sizes and will be skipped" in proc.stderr + proc.stdout
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "missing"])
@@ -482,6 +493,39 @@ def test_disk_full_during_a_save(wmt_bin, tmp_path):
     assert last["optimizer_history"][-1]["num_updates"] == 4
 
 
+def run_with_fault(fault, cli, *args):
+    import sys
+
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "fault_injection.py"), cli, *map(str, args)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          env={**os.environ, "FAULT": fault, "PATH": f"{BIN}:{os.environ['PATH']}"})
+
+
+def test_disk_full_in_generate_results(wmt_bin, trained, tmp_path):
+    """The 30th line of --results-path's file finds the disk full: one line; the results a
+    former run wrote there are unchanged, and no part of the new ones is left."""
+    (tmp_path / "generate-test.txt").write_text("former results\n")
+    proc = run_with_fault("results:30", "fairseq-generate", *generate_args(wmt_bin / "bin", trained / "checkpoint_last.pt",
+                                                                        "--max-len-b", "5", "--results-path", tmp_path))
+    assert_user_error(proc, "fairseq-generate", f"no space left on the device while writing {tmp_path}/generate-test.txt",
+                      "choose another --results-path", "is unchanged")
+    assert [p.name for p in tmp_path.iterdir()] == ["generate-test.txt"]
+    assert (tmp_path / "generate-test.txt").read_text() == "former results\n"
+
+
+def test_disk_full_in_preprocess_leaves_nothing(wmt_bin, tmp_path):
+    """The 50th sentence binarized finds the disk full: one line, nothing left in --destdir
+    (its dictionaries refused the retry before), and the same command then runs."""
+    args = ["--source-lang", "en", "--target-lang", "de", "--trainpref", wmt_bin / "train.bpe", "--validpref",
+            wmt_bin / "valid.bpe", "--destdir", tmp_path / "bin", "--workers", "1"]
+    proc = run_with_fault("binarize:50", "fairseq-preprocess", *args)
+    assert_user_error(proc, "fairseq-preprocess", f"no space left on the device while writing into --destdir {tmp_path}/bin",
+                      "what this run wrote there is removed")
+    assert not (tmp_path / "bin").exists()
+    run_cli("fairseq-preprocess", *args)
+    assert (tmp_path / "bin" / "train.en-de.de.bin").is_file()
+
+
 # --- a checkpoint given to the wrong command -----------------------------------------------
 
 
@@ -667,6 +711,18 @@ CLI_MISTAKES = [
     ("restore_file_is_a_folder", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
      "is a folder: give a checkpoint file"),
     ("beam_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--beam", "0")), "--beam 0 must be at least 1"),
+    ("generation_number", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--nbest", "0")),
+     "--nbest 0 must be at least 1"),
+    ("min_len_above_a_batch", lambda b, ck, t: ("fairseq-generate", generate_args(
+        b, ck, "--max-len-a", "0.01", "--max-len-b", "-3")), "--min-len 1 is above the longest output for a source of"),
+    ("generation_seed", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--seed", "-1")),
+     "--seed -1 is not a seed"),
+    ("batch_above_buffer", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--batch-size", "4")),
+     "--batch-size 4 is larger than --buffer-size 1"),
+    ("world_size_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--distributed-world-size", "0")),
+     "--distributed-world-size 0 must be at least 1"),
+    ("seed_beyond_the_run", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--seed", "4294967294", "--max-epoch", "2")),
+     "--seed 4294967294 is too large for this run"),
 ]
 
 
@@ -697,3 +753,14 @@ def test_a_plain_state_dict_without_user_dir(bin_copy, tmp_path):
     torch.save({"encoder.w": torch.zeros(2)}, tmp_path / "weights.pt")
     proc = run_cli("fairseq-generate", bin_copy, "--path", tmp_path / "weights.pt", "--cpu", check=False)
     assert_user_error(proc, "fairseq-generate", "is not a fairseq checkpoint (it has no 'model' entry")
+
+
+def test_compress_says_when_codes_would_not_shrink_the_tables(trained, tmp_path):
+    """64 codebooks of 16 codes outweigh the tied 792 x 32 table: the tool said "has no lookup
+    tables to compress"."""
+    proc = run_tool("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", tmp_path / "out.pt",
+                    "--codebooks", "64")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
+    assert ("--codebooks 64 x --codes 16 would not make the lookup tables of" in proc.stdout
+            and "as codes): lower --codebooks or --codes" in proc.stdout), proc.stdout[-2000:]
+    assert not (tmp_path / "out.pt").exists()

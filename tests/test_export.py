@@ -23,8 +23,9 @@ from .helpers import (
 # -- in process: every output form, sharing and unit style, live and cached ----------------
 
 
-def translation_model(form, shared, style, vocab=(44, 50)):
-    """define_transformer_tiny at TINY's sizes, built as fairseq-train builds it: (model, cfg, task)."""
+def translation_model(form, shared, style, vocab=(44, 50), **settings):
+    """define_transformer_tiny at TINY's sizes (and ``settings``), built as fairseq-train builds it:
+    (model, cfg, task)."""
     from fairseq_define.models.define_transformer import DefineTransformerModel
 
     src = dictionary(vocab[0])
@@ -32,7 +33,7 @@ def translation_model(form, shared, style, vocab=(44, 50)):
     args = Namespace(arch="define_transformer_tiny", encoder_embed_dim=64, decoder_embed_dim=64, define_map_dim=32,
                      define_expand_dim=128, define_output_layer=form, define_style=style, share_all_embeddings=shared,
                      dropout=0.0, task="translation", criterion="cross_entropy", optimizer="adam",
-                     user_dir=USER_DIR, data="data-bin")
+                     user_dir=USER_DIR, data="data-bin", **settings)
     ARCH_CONFIG_REGISTRY[args.arch](args)
     task = Namespace(source_dictionary=src, target_dictionary=tgt)
     torch.manual_seed(0)
@@ -158,6 +159,29 @@ def test_what_stock_fairseq_cannot_express_is_refused_with_the_reason(build, rea
                      dictionary=model.decoder.dictionary)
     with pytest.raises(NotExportable, match=re.escape(reason)):
         export_state(model, lm_cfg(model, "x"), task)
+
+
+@pytest.mark.parametrize("settings, reason", [
+    ({"activation_fn": "tanh"}, "CTranslate2 cannot convert this model: Option --activation-fn tanh is not supported "
+                                "(supported activations are: gelu"),
+    ({"no_token_positional_embeddings": True}, "Option --no-token-positional-embeddings is not supported"),
+    ({"adaptive_softmax_cutoff": "20,40"}, "CTranslate2 has no adaptive softmax (--adaptive-softmax-cutoff 20,40)"),
+], ids=["tanh", "no_positions", "adaptive_softmax"])
+def test_a_form_ctranslate2_cannot_take_is_refused_before_anything_is_written(monkeypatch, tmp_path, settings, reason):
+    """The export was written and the converter then failed in a traceback (an adaptive
+    softmax: an AttributeError); now one line, and neither file is made."""
+    pytest.importorskip("ctranslate2")
+    from fairseq_define.errors import UserError
+    from fairseq_define.tools import export
+
+    model, cfg, task = translation_model("untied", False, "paper", **settings)
+    monkeypatch.setattr(export, "read_for_rewrite", lambda path, output: {})  # the checkpoint: this model
+    monkeypatch.setattr(export, "load_ensemble", lambda path, data: (model, cfg, task))
+    (tmp_path / "checkpoint.pt").write_bytes(b"read through load_ensemble")
+    with pytest.raises(UserError, match=re.escape(reason)) as info:
+        export.export_checkpoint(str(tmp_path / "checkpoint.pt"), str(tmp_path / "export.pt"), ct2=True)
+    assert "drop --ct2" in str(info.value) and "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
 
 
 # -- through the stock CLIs, on models trained by fairseq-train ---------------------------

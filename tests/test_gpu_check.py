@@ -31,6 +31,18 @@ def test_cpu_mode_writes_the_summary(tmp_path):
     assert "4 passed" in (tmp_path / "tests.log").read_text()
 
 
+def test_the_probe_step_summarises_probe_json(tmp_path):
+    # a budget of seconds: the probe measures the machine, skips the rest and lists it
+    out = gpu_check("--cpu", "--out", tmp_path, "--steps", "probe", "--probe-budget", "3")
+    assert out.returncode == 0, out.stdout[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [(s["step"], s["status"]) for s in summary["steps"]] == [("probe", "pass")] and summary["passed"] is True
+    probe = summary["numbers"]["probe"]
+    assert probe["finished"] is True and probe["skipped"] > 0 and probe["sections"]["machine"] == "done"
+    assert json.loads((tmp_path / "probe" / "probe.json").read_text())["probe"]["budget_s"] == 3
+    assert "Probe (probe/probe.md" in (tmp_path / "summary.md").read_text()
+
+
 def test_a_failed_step_is_recorded_and_the_next_one_runs(tmp_path):
     empty = tmp_path / "no_data"
     empty.mkdir()
@@ -57,7 +69,8 @@ def test_a_step_that_passed_without_its_numbers_fails_the_check(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--bogus"], "unknown option '--bogus'"),
     (["--cpu"], "--out DIR is required"),
-    (["--cpu", "--out", "O", "--steps", "tests nope"], "--steps takes tests, bench, graphs and table3 (got 'nope')"),
+    (["--cpu", "--out", "O", "--steps", "tests nope"], "--steps takes probe, tests, bench, graphs and table3 (got 'nope')"),
+    (["--cpu", "--out", "O", "--probe-budget", "0"], "--probe-budget takes a whole number of seconds (got '0')"),
     (["--cpu", "--out", "O", "--updates", "ten"], "take a whole number (got 'ten')"),
 ])
 def test_bad_options_stop_with_one_line(args, message, tmp_path):

@@ -658,7 +658,8 @@ def test_outputs_are_not_written_through_links(tmp_path):
     victim.write_text("keep")
     (tmp_path / "generate-test.txt").symlink_to(victim)
     with pytest.raises(FairseqUserError, match="generate-test.txt is a link where this tool writes its output"):
-        open_output(str(tmp_path / "generate-test.txt"), "--results-path")
+        with open_output(str(tmp_path / "generate-test.txt"), "--results-path"):
+            pass
     (tmp_path / "dest").mkdir()
     (tmp_path / "dest" / "valid1.en-de.de.idx").symlink_to(tmp_path / "missing")  # dangling: would be created
     with pytest.raises(FairseqUserError, match=r"valid1.en-de.de.idx is a link \(to .*missing\)"):

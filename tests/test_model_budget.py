@@ -169,6 +169,20 @@ def test_models_too_large_to_build_are_refused_before_they_are_built(arch, extra
         model_budget.check_model_budget(cfg, task)
 
 
+@pytest.mark.parametrize("arch,extra,named", [
+    # an LSTM's weights are 4 x hidden x (input + hidden): named by its embedding width alone before
+    ("lstm", ["--encoder-hidden-size", "2000"], "the largest part is encoder.lstm (encoder_hidden_size=2,000, "),
+    # fconv's stack is its list of layers: named by its widths alone before
+    ("fconv_iwslt_de_en", ["--decoder-layers", "[(512, 3)] * 12"],
+     "the largest part is decoder.convolutions (decoder_layers='[(512, 3)] * 12', "),
+], ids=["lstm_hidden_size", "fconv_layers"])
+def test_the_advice_names_the_settings_that_make_the_largest_part(arch, extra, named, monkeypatch):
+    monkeypatch.setenv(model_budget.LIMIT_VARIABLE, "100000")
+    with pytest.raises(model_budget.ModelBudgetError) as info:
+        model_budget.check_model_budget(_config(arch, extra), _task(TEST_VOCAB))
+    assert named in str(info.value)
+
+
 def test_the_plugin_reads_the_one_table_of_bounds():
     """config_bounds.py's bounds are the runtime table's rows, read through the patch's public
     function; no second table."""

@@ -158,3 +158,29 @@ def test_flags_a_choice_cannot_honour_are_refused_in_one_line(family, form, flag
         else:
             tiny_lm(define_output_layer=form, **flags)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: translation_model("untied", adaptive_softmax_cutoff="20"),
+    lambda: tiny_lm(define_output_layer="untied", **ADAPTIVE),
+], ids=["translation", "lm"])
+def test_an_adaptive_softmax_trained_through_full_log_probabilities_names_adaptive_loss(build):
+    """cross_entropy on fairseq's adaptive softmax ended in an autograd RuntimeError at the
+    first backward (get_log_prob works in place, for inference); evaluation still scores."""
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    from fairseq_define.errors import UserError
+
+    model = build().train()
+    dec = model.decoder
+    tokens = torch.randint(4, 40, (2, 5))  # [B, T]
+    run = (lambda: model(tokens, torch.tensor([5, 5]), tokens)) if hasattr(model, "encoder") else (lambda: model(tokens))
+    criterion = CrossEntropyCriterion(Namespace(target_dictionary=dec.dictionary), sentence_avg=False)
+    with pytest.raises(UserError, match=r"an adaptive softmax \(--adaptive-softmax-cutoff (10,)?20\) trains through "
+                                        r"--criterion adaptive_loss: add it") as info:
+        loss, _ = criterion.compute_loss(model, run(), {"target": tokens})
+        loss.backward()
+    assert "\n" not in str(info.value)
+    model.eval()
+    with torch.no_grad():
+        assert torch.isfinite(model.get_normalized_probs(run(), log_probs=True)).all()

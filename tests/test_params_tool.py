@@ -129,3 +129,12 @@ def test_arch_report_with_a_baseline(capsys):
     assert base == round(transformer_closed_form(8000, 128, 512, 3, 3) / 1e6, 2)
     ratio = float(re.search(r"ratio define_transformer_tiny / transformer = ([0-9.]+)", out).group(1))
     assert abs(ratio - ours / base) <= 0.005
+
+
+def test_a_model_above_the_parameter_limit_is_counted(capsys, monkeypatch):
+    """Counting on the meta device allocates nothing: the budget's parameter limit, which
+    guards memory, refused it ("more than the limit of 1,073,741,824"); the sizes keep their
+    bounds (test_bad_input.py: --define-depth 100000)."""
+    monkeypatch.delenv("FAIRSEQ_DEFINE_MAX_PARAMETERS", raising=False)
+    out = run(capsys, "--arch", "transformer_lm_gpt2_big", "--vocab-size", "250000")
+    assert "transformer_lm_gpt2_big: DeFINE 0.00M | context model 1475.56M | input-output 800.00M | total 2275.56M" in out

@@ -114,6 +114,24 @@ def test_updates_from_one_line_of_either_format(line, updates):
     assert train_log.parse_updates(["2026-11-22 04:05:24 " + line]) == updates
 
 
+def _inner(updates, train_wall, wall):
+    return ('| INFO | train_inner | {"epoch": 1, "num_updates": "%d", "ups": "1.5", "train_wall": "%d", '
+            '"wall": "%d"}' % (updates, train_wall, wall))
+
+
+@pytest.mark.parametrize("lines, seconds", [
+    # the first interval (start-up: 13 s for 5 updates) left out: 7 + 9 s over 10 updates
+    ([_inner(5, 13, 13), _inner(10, 7, 21), "| INFO | valid | {}", _inner(15, 9, 40)], 1.6),
+    # a resumed run (wall starts again): the new process's first interval left out too
+    ([_inner(50, 40, 40), _inner(100, 30, 75), _inner(100, 60, 60), _inner(150, 20, 85)], 0.5),
+    ([_inner(5, 13, 13)], None),
+    (["| INFO | train | epoch 003 | loss 4.1 | num_updates 113"], None),
+])
+def test_seconds_an_update_sum_the_training_steps_of_the_intervals(lines, seconds):
+    found = train_log.train_seconds_per_update(["2026-11-22 04:05:24 " + l for l in lines])
+    assert found == (seconds if seconds is None else pytest.approx(seconds))
+
+
 def test_bleu_curve_keeps_the_last_value_of_a_resumed_update(tmp_path):
     log = write_log(tmp_path / "nmt" / "train.log", NMT_BLEU_LOG)
     assert train_log.validation_curve(str(log), "valid_bleu") == [(130, 1.73), (260, 4.5)]

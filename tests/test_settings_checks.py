@@ -121,6 +121,12 @@ TRAINING_SHAPE_MISTAKES = [
     (["--optimizer-overrides", "{'lr':"], "--optimizer-overrides \"{'lr':\" is not a dict of settings (SyntaxError)"),
     (["--optimizer-overrides", "x"], "--optimizer-overrides 'x' is not a dict of settings (ValueError)"),
     (["--optimizer-overrides", "{1: 2}"], "--optimizer-overrides '{1: 2}' is not a dict of settings by name"),
+    # epoch E shuffles with --seed + E: a seed numpy takes at the start crashed at epoch 2
+    (["--seed", "4294967294", "--max-epoch", "2"], "--seed 4294967294 is too large for this run: it shuffles epoch E "
+                                                   "with --seed + E, up to --max-epoch 2"),
+    (["--seed", "4294967290", "--max-update", "10"], "give a seed of at most 4294967285"),
+    (["--seed", "3000000000"], "without --max-epoch or --max-update, and numpy takes seeds up to 4294967295 (2**32 - 1); "
+                               "give a seed of at most 2147483647"),
 ]
 
 
@@ -135,7 +141,7 @@ def test_training_settings_of_the_wrong_shape(flags, expected):
     ["--adam-betas", "(0.9, 0.98)", "--seed", "0", "--max-source-positions", "1"],
     ["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.1, 0.2, 0.7)", "--max-update", "10"],  # 1.0000000000000002
     ["--lr-scheduler", "tri_stage", "--warmup-steps", "2", "--decay-steps", "5"],
-    ["--optimizer-overrides", "{'lr': 1e-4}", "--seed", "4294967295"],
+    ["--optimizer-overrides", "{'lr': 1e-4}", "--seed", "4294967293", "--max-epoch", "2"],
 ], ids=lambda f: " ".join(f))
 def test_training_settings_of_the_right_shape_pass(flags):
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
@@ -196,6 +202,110 @@ def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
 
     assert expected in one_line(lambda: distributed_utils.infer_init_method(cfg(size)))
     distributed_utils.infer_init_method(cfg(gpus or 1))  # as many processes as GPUs: spawned
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_a_world_size_below_one(size):
+    """fairseq sharded the data by it: a ValueError (shard_id) in generate, train and interactive."""
+    from omegaconf import OmegaConf
+
+    from fairseq.dataclass.configs import DistributedTrainingConfig
+    from fairseq_define_patch.runtime.training_settings import check_world_size_positive
+
+    cfg = OmegaConf.structured(DistributedTrainingConfig(distributed_world_size=size, tpu=False))
+    assert one_line(lambda: check_world_size_positive(cfg)) == (
+        f"--distributed-world-size {size} must be at least 1 (the number of processes; 1 runs in this one)")
+
+
+def generation_cfg(*flags, interactive=False):
+    """fairseq-generate's (or -interactive's) config for ``flags`` (nothing is read)."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_interactive_generation_parser() if interactive else options.get_generation_parser()
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, ["DATA", "--path", "x.pt", *flags]))
+    if interactive:  # what fairseq-interactive's main does first
+        cfg.interactive.buffer_size = max(cfg.interactive.buffer_size, 1)
+    return cfg
+
+
+# fairseq-generate's and -interactive's settings, each a traceback of fairseq's (an assertion, a
+# ZeroDivisionError after the test set, a KeyError) or a limit silently off: (flags, the line)
+GENERATION_MISTAKES = [
+    (["--nbest", "0"], "--nbest 0 must be at least 1"),
+    (["--unkpen", "nan"], "--unkpen nan is not a finite number"),
+    (["--max-len-a", "nan"], "--max-len-a nan is not a finite number"),
+    (["--max-len-b", "-5"], "--max-len-b -5 is below --min-len 1: the longest output is --max-len-a * source length + "
+                            "--max-len-b tokens; give a --max-len-b of at least 1"),
+    (["--max-len-b", "10", "--min-len", "20"], "--max-len-b 10 is below --min-len 20"),
+    (["--beam", "4", "--diverse-beam-groups", "3"], "--diverse-beam-groups 3 does not divide --beam 4"),
+    (["--beam", "1", "--sampling", "--temperature", "0"], "--temperature 0.0 must be positive"),
+    (["--beam", "1", "--sampling", "--sampling-topk", "-2"], "--sampling-topk -2 must be at least 1 (the most likely "
+                                                             "tokens sampled from), or -1 for no limit"),
+    (["--beam", "1", "--sampling", "--sampling-topp", "-0.5"], "--sampling-topp -0.5 is not a probability mass"),
+    (["--sampling-topp", "0.9"], "--sampling-topp 0.9 needs --sampling"),
+    (["--beam", "2", "--sampling"], "--sampling draws --beam samples and prints --nbest of them, which must be equal: "
+                                    "give --nbest 2 (or --beam 1)"),
+    (["--sampling", "--beam", "2", "--nbest", "2", "--diverse-beam-groups", "2"],
+     "--sampling and --diverse-beam-groups choose different searches"),
+    (["--retain-iter-history"], "--retain-iter-history keeps the steps of iterative refinement"),
+    (["--print-step"], "--print-step prints the number of steps of iterative refinement"),
+    (["--seed", "-1"], "--seed -1 is not a seed: give a whole number from 0 to 4294967295"),
+    (["--seed", "4294967296"], "--seed 4294967296 is not a seed"),
+    (["--distributed-world-size", "0"], "--distributed-world-size 0 must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("interactive", [False, True], ids=["generate", "interactive"])
+@pytest.mark.parametrize("flags,expected", GENERATION_MISTAKES, ids=[" ".join(f) for f, _ in GENERATION_MISTAKES])
+def test_generation_settings_get_one_line(flags, expected, interactive):
+    from fairseq_define_patch.runtime.generation_inputs import check_generation_command
+
+    assert expected in one_line(lambda: check_generation_command(generation_cfg(*flags, interactive=interactive),
+                                                                 interactive=interactive))
+
+
+@pytest.mark.parametrize("flags", [
+    [], ["--beam", "1", "--sampling", "--sampling-topk", "10", "--temperature", "0.7", "--seed", "4294967295"],
+    ["--beam", "4", "--diverse-beam-groups", "2"], ["--max-len-a", "1.2", "--max-len-b", "-5"],  # checked per batch
+    ["--batch-size", "4", "--buffer-size", "4"],
+], ids=lambda f: " ".join(f) or "defaults")
+def test_generation_settings_fairseq_takes_pass(flags):
+    from fairseq_define_patch.runtime.generation_inputs import check_generation_command
+
+    check_generation_command(generation_cfg(*flags, interactive=True), interactive=True)
+
+
+def test_interactive_batch_size_above_its_buffer():
+    from fairseq_define_patch.runtime.generation_inputs import check_generation_command
+
+    cfg = generation_cfg("--batch-size", "4", interactive=True)
+    assert one_line(lambda: check_generation_command(cfg, interactive=True)) == (
+        "--batch-size 4 is larger than --buffer-size 1: interactive translates the lines it has read, --buffer-size at "
+        "a time; give --buffer-size 4 (or a smaller --batch-size)")
+    check_generation_command(cfg)  # fairseq-generate has no buffer
+
+
+# the hub's keyword arguments reach the generator unparsed: (settings, the line)
+@pytest.mark.parametrize("settings,expected", [
+    ({"beam": "2"}, "--beam '2' must be an integer"),
+    ({"beam": 2.0}, "--beam 2.0 must be an integer"),
+    ({"nbest": True}, "--nbest True must be an integer"),
+    ({"unkpen": "x"}, "--unkpen 'x' must be a number"),
+    ({"lenpen": 1.0, "temperature": -1.0}, "--temperature -1.0 must be positive"),
+], ids=lambda x: repr(x) if isinstance(x, dict) else "")
+def test_hub_generation_settings_are_told_their_kind(settings, expected):
+    from omegaconf import OmegaConf, open_dict
+
+    from fairseq.dataclass.configs import GenerationConfig
+    from fairseq_define_patch.runtime.generation_inputs import check_generation_settings
+
+    # a checkpoint's config is plain (no types); GeneratorHubInterface.generate sets its keyword arguments in it
+    gen = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(GenerationConfig())))
+    with open_dict(gen):
+        for k, v in settings.items():
+            setattr(gen, k, v)
+    assert one_line(lambda: check_generation_settings(gen)).startswith(expected)
 
 
 def adaptive_input(vocab, cutoff, padding_idx=1):

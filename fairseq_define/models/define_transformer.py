@@ -32,6 +32,7 @@ from .output_layer import (
     DESCRIPTIONS,
     OUTPUT_LAYER_CHOICES,
     build_output_projection,
+    check_adaptive_softmax_training,
     check_translation,
     configure_translation,
     implied_translation_form,
@@ -68,6 +69,10 @@ class DefineTransformerDecoder(TransformerDecoderBase):
     def build_base_layers(self, cfg):
         for i in range(cfg.base_layers):  # as fairseq's build_output_projection ends
             self.layers.insert(((i + 1) * cfg.decoder.layers) // (cfg.base_layers + 1), BaseLayer(cfg))
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        check_adaptive_softmax_training(self, net_output[0])  # a criterion other than adaptive_loss
+        return super().get_normalized_probs(net_output, log_probs, sample)
 
 
 @register_model("define_transformer")

@@ -42,6 +42,7 @@ from .named_architectures import fill_defaults, register_architectures
 from .output_layer import (
     OUTPUT_LAYER_CHOICES,
     build_output_projection,
+    check_adaptive_softmax_training,
     check_language_model,
     configure_language_model,
     lm_form,
@@ -173,6 +174,10 @@ class DefineTransformerLMDecoder(TransformerDecoder):
         # builds its own d-wide layer and reads neither
         tied_to = embed_tokens.map if args.adaptive_input and self.output_form != "tied_unit" else embed_tokens
         build_output_projection(self, self.output_form, super().build_output_projection, args, dictionary, tied_to)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        check_adaptive_softmax_training(self, net_output[0])  # a criterion other than adaptive_loss
+        return super().get_normalized_probs(net_output, log_probs, sample)
 
 
 def _check_settings(args, task) -> None:

@@ -11,6 +11,9 @@ from fairseq.data import LanguagePairDataset
 from fairseq.hub_utils import GeneratorHubInterface
 from omegaconf import open_dict
 
+from fairseq_define_patch.installed import check_model_overrides
+
+from ..errors import UserError
 from ..output_files import save_checkpoint
 from .stock_form import export_state
 
@@ -22,6 +25,9 @@ def from_pretrained(model_cls, interface, model_name_or_path, checkpoint_file, d
     x = hub_utils.from_pretrained(
         model_name_or_path, checkpoint_file, data_name_or_path, archive_map=model_cls.hub_models(), **kwargs
     )
+    # fairseq applies the keyword arguments as overrides and drops a name no setting has (a
+    # typo: dropuot=0.3): refused with the closest name, as --model-overrides is on the CLIs
+    check_model_overrides(kwargs, x["args"], "from_pretrained")
     return interface(x["args"], x["task"], x["models"])
 
 
@@ -31,7 +37,13 @@ class ExportHubMixin:
         transformer_lm, lstm_lm), which a stock fairseq loads without this plugin:
         what ``fairseq-define-export CHECKPOINT PATH`` writes (docs/inference.md, "Deploy").
         ``path`` must not exist; a model stock fairseq cannot express raises a UserError
-        naming why."""
+        naming why, and so does an ensemble (``checkpoint_file='a.pt:b.pt'``): one file holds one
+        model, and writing the first alone lost the others without a word."""
+        if len(self.models) != 1:
+            raise UserError(
+                f"export() writes one model, and this hub holds an ensemble of {len(self.models)} "
+                "(checkpoint_file 'a.pt:b.pt'): load each checkpoint alone and export it, or average them "
+                "into one first (fairseq-define-average-checkpoints)")
         save_checkpoint(export_state(self.models[0], self.cfg, self.task), path, flag=None)
 
 

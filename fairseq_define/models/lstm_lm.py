@@ -205,6 +205,10 @@ def wt103_unit(transform: str, N: int, n: int, k: int, **extra) -> dict:
 
 
 _T1A = "LSTM language model on WikiText-103 (Table 1a)"
+_T1A_WT2 = "Table 1a's LSTM at CPU scale on WikiText-2: 2 LSTM layers of 1024, adaptive cutoffs 4000,20000"
+# Table 1a at CPU scale: half the layers, WikiText-2's bands (its 33,278 types: about 12% and
+# 60% of them in the first two), as study 4's transformer_lm
+WT2_SCALE = dict(adaptive_cutoff="4000,20000", lstm_layers=2, lstm_hidden_dim=1024)
 # Table 6: GLT uses 4 groups in every layer and in Reduce, the others the default g_max
 _T6 = "Transformations in DeFINE, LSTM on WikiText-103, N=7, n=m=384, k=1024 (Table 6)"
 _T7 = "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)"
@@ -223,6 +227,11 @@ ARCHITECTURES = {
         f"{_T1A}: R4 Adaptive + DeFINE, N=7, n=384", wt103_unit("define", 7, 384, 1024)),
     "define_lstm_wt103_r5_define_n512": (
         f"{_T1A}: R5 Adaptive + DeFINE, N=11, n=512", wt103_unit("define", 11, 512, 1024)),
+    # R2 and R3 at CPU scale on WikiText-2 (studies/lm_adaptive_define.py): the unit's width
+    # k keeps it within 6% of the R2 model's parameters (R3: N=3, +1.3%)
+    "define_lstm_wt2_r2_adaptive": (f"{_T1A_WT2}: R2 Adaptive, n=256", dict(LSTM_WT103, define_map_dim=256, **WT2_SCALE)),
+    "define_lstm_wt2_r3_define_n256": (
+        f"{_T1A_WT2}: R3 Adaptive + DeFINE, N=3, n=256, k=384", wt103_unit("define", 3, 256, 384, **WT2_SCALE)),
     "define_lstm_wt103_t6_linear": (f"{_T6}: Linear", wt103_unit("linear", 7, 384, 1024, **PAPER_STYLE)),
     "define_lstm_wt103_t6_glt": (
         f"{_T6}: GLT", wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),

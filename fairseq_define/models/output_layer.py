@@ -23,6 +23,7 @@ import torch
 from fairseq.dataclass import ChoiceEnum
 from fairseq.modules.adaptive_softmax import TiedHeadModule, TiedLinear
 
+from ..errors import UserError
 from ..modules.define.config import DefineConfigError
 from ..modules.define.unit_tied_output import UnitTiedOutputProjection
 from .stock_form import NotExportable
@@ -129,6 +130,23 @@ def check_language_model(args, defaults: dict) -> None:
                 f"{tied[0]} ties the output layer, but --define-output-layer untied keeps one of its own: drop "
                 f"{' and '.join(tied)}, or use --define-output-layer tied_map (the output tied to the map at n)"
             )
+
+
+def check_adaptive_softmax_training(decoder, features) -> None:
+    """A criterion that trains through log-probabilities over the whole vocabulary
+    (``get_normalized_probs``: cross_entropy, label_smoothed_cross_entropy) on fairseq's
+    adaptive softmax, whose ``get_log_prob`` computes them in place for inference: the first
+    backward ended in an autograd RuntimeError. --criterion adaptive_loss trains it on the
+    targets' bands. Checked where the log-probabilities are asked for in training (a model
+    does not know its criterion when it is built); evaluation and inference pass."""
+    softmax = getattr(decoder, "adaptive_softmax", None)
+    if softmax is not None and decoder.training and torch.is_grad_enabled() and features.requires_grad:
+        cutoff = ",".join(str(c) for c in softmax.cutoff[:-1])  # fairseq appends the vocabulary size
+        raise UserError(
+            f"an adaptive softmax (--adaptive-softmax-cutoff {cutoff}) trains through --criterion adaptive_loss: add "
+            "it (this criterion asks for log-probabilities over the whole vocabulary, which fairseq's adaptive "
+            "softmax computes for inference only)"
+        )
 
 
 def _check_lm_tied_map(args, defaults: dict) -> None:

@@ -9,6 +9,8 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, build_model
 
+from fairseq_define_patch.installed import parameter_limit_lifted
+
 from ..modules.config_bounds import MAX_VOCAB_SIZE, check_size
 from ..modules.define.config import DefineConfigError
 
@@ -54,5 +56,6 @@ def build_arch(arch: str, src_vocab: int, tgt_vocab: Optional[int] = None, extra
         tgt_dict = src_dict  # joined dictionary (required by --share-all-embeddings)
     else:
         tgt_dict = dictionary_of_size(tgt_vocab)
-    with torch.device("meta"):  # shapes only: no memory, no init time
+    # shapes only: no memory, no init time, so no parameter limit (the sizes stay bounded)
+    with torch.device("meta"), parameter_limit_lifted():
         return build_model(args, VocabularyOnlyTask(src_dict, tgt_dict)), args

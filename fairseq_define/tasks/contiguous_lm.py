@@ -308,8 +308,8 @@ class ContiguousLMTask(LanguageModelingTask):
         if context_window > 0:
             raise UserError(
                 "--context-window re-reads overlapping blocks; contiguous_lm keeps the context "
-                "in the model's memory instead: drop --context-window and set the span with "
-                "--model-overrides \"{'mem_len': 640, 'tokens_per_sample': 64}\""
+                "in the model's memory instead: drop --context-window and set the memory and the "
+                "segment length with --model-overrides \"{'mem_len': 640, 'tgt_len': 64}\""
             )
         return self.get_batch_iterator(
             dataset, max_tokens=max_tokens, max_sentences=batch_size, num_shards=num_shards,

@@ -26,6 +26,25 @@ logger = logging.getLogger("fairseq_define.compress")
 MAX_CODEBOOKS = 1024
 
 
+def nothing_to_compress(model, path, codebooks, codes) -> str:
+    """Why no table of ``model`` was compressed: it has none, or codes of ``codebooks`` x
+    ``codes`` would not make one smaller (the codebooks alone outweigh a small table; the
+    tool said "has no lookup tables" then too)."""
+    from torch import nn
+
+    from fairseq_define.modules.compression.compositional_codes import coded_bytes
+
+    tables = [(name, m) for name, m in model.named_modules() if type(m) is nn.Embedding]
+    if not tables:
+        return f"{path} has no lookup tables to compress"
+    name, m = max(tables, key=lambda t: t[1].weight.numel())
+    size = m.weight.numel() * m.weight.element_size()
+    coded = coded_bytes(m.num_embeddings, m.embedding_dim, codebooks, codes, m.weight.element_size())
+    return (f"--codebooks {codebooks} x --codes {codes} would not make the lookup tables of {path} smaller (the "
+            f"largest, {name} [{m.num_embeddings}, {m.embedding_dim}], is {size / 2**20:.3f} MB, and {coded / 2**20:.3f} "
+            f"MB as codes): lower --codebooks or --codes")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-compress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", required=True, help="trained checkpoint")
@@ -81,7 +100,7 @@ def main(argv=None) -> int:
     reports = compress_embeddings(model, args.codebooks, args.codes, progress=True, init=args.init, steps=args.steps,
                                   refine_rounds=args.refine_rounds, seed=args.seed)
     if not reports:
-        return cli_error(prog, f"{args.path} has no lookup tables to compress")
+        return cli_error(prog, nothing_to_compress(model, args.path, args.codebooks, args.codes))
     try:
         save_for_inference(state, model, args.output, "its tables are compositional codes (fairseq-define-compress)")
     except UserError as e:

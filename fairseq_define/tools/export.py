@@ -60,11 +60,34 @@ def export_checkpoint(path: str, output: str, data=None, ct2: bool = False) -> s
     exported = export_state(model, cfg, task, num_updates=int(history[-1].get("num_updates", 0) or 0))
     model_cfg = exported["cfg"]["model"]
     arch = getattr(model_cfg, "arch", None) or model_cfg["_name"]
-    if ct2 and arch != "transformer":
-        raise UserError(f"--ct2 converts translation models and this is a {arch}: drop --ct2 (ct2-fairseq-converter "
-                        "reads a transformer_lm without an adaptive softmax)")
+    if ct2:
+        check_ctranslate2_form(arch, model_cfg)
     save_checkpoint(exported, output, flag=None)
     return arch
+
+
+def check_ctranslate2_form(arch, model_cfg) -> None:
+    """--ct2: a stock form CTranslate2's fairseq converter cannot take, refused before anything
+    is written (it was refused by the converter after the export, in a traceback): a model other
+    than a translation model; an adaptive softmax, which the converter does not check and then
+    fails on; and what the converter itself checks (its ``_get_model_spec``: the activation,
+    positional embeddings, the two sides' heads and normalization), in its words."""
+    drop = "drop --ct2 (the export alone loads in stock fairseq)"
+    if arch != "transformer":
+        raise UserError(f"--ct2 converts translation models and this is a {arch}: drop --ct2 (ct2-fairseq-converter "
+                        "reads a transformer_lm without an adaptive softmax)")
+    if getattr(model_cfg, "adaptive_softmax_cutoff", None):
+        raise UserError(f"--ct2: CTranslate2 has no adaptive softmax (--adaptive-softmax-cutoff "
+                        f"{model_cfg.adaptive_softmax_cutoff}): {drop}, or train with a full softmax")
+    try:
+        from ctranslate2.converters.fairseq import _get_model_spec
+    except ImportError:  # another converter version: its conversion says it
+        return
+    try:
+        _get_model_spec(model_cfg)
+    except ValueError as e:
+        reasons = [line[2:] for line in str(e).splitlines() if line.startswith("- ")] or [str(e)]
+        raise UserError(f"--ct2: CTranslate2 cannot convert this model: {'; '.join(reasons)}: {drop}") from None
 
 
 def convert_to_ctranslate2(export_path, data, output_dir, quantization=None) -> None:

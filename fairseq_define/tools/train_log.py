@@ -130,3 +130,28 @@ def validation_curve(path: str, metric: str) -> List[Tuple[int, float]]:
             f"{', '.join(available)}"
         )
     return sorted(points.items())
+
+
+def train_seconds_per_update(lines: Sequence[str]) -> Optional[float]:
+    """Seconds of training an update over a json log's ``train_inner`` records: fairseq's
+    ``train_wall`` (the training steps alone, without validation or checkpoint saving) summed
+    over the intervals, divided by their updates. The first interval of each process (the
+    start-up, told by ``wall`` starting again) is left out; None without two records."""
+    seconds, updates, last, last_wall = 0.0, 0, None, None
+    for line in lines:
+        m = _JSON_STATS.search(line)
+        if not m or m.group(1) != "train_inner":
+            continue
+        try:
+            stats = json.loads(m.group(2))
+        except ValueError:
+            continue
+        done, spent, wall = (finite_number(stats.get(k)) for k in ("num_updates", "train_wall", "wall"))
+        if done is None or spent is None:
+            continue
+        restarted = wall is not None and last_wall is not None and wall < last_wall
+        if last is not None and not restarted and done > last:
+            seconds += spent
+            updates += int(done - last)
+        last, last_wall = done, wall
+    return seconds / updates if updates else None

@@ -2,9 +2,10 @@
 precision the device cannot train in, gets one line before any worker starts; the values
 --optimizer-overrides puts into a resumed optimizer are checked as they are applied; a loss
 that goes to NaN ends in one line naming the update and what to try; tri_stage's phases and a
-world size that no launcher started get one line where fairseq asserted them."""
+world size that no launcher started get one line where fairseq asserted them, a world size
+below 1 where fairseq infers how to start the processes."""
 
-from ..edits import CopiedModule, Edit, FilePatch
+from ..edits import CopiedModule, Edit, FilePatch, insert_after
 
 # The check of the numbers is runtime/training_settings.py (copied into fairseq), called in
 # cli_main before any worker starts.
@@ -104,7 +105,7 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/distributed/utils.py",
-        "--distributed-world-size above the GPUs without torchrun: one line naming torchrun",
+        "--distributed-world-size above the GPUs without torchrun: one line naming torchrun; below 1: one line",
         (
             Edit(
                 "    assert (\n"
@@ -112,6 +113,11 @@ PATCHES = (
                 '    ), f"world size is {cfg.distributed_world_size} but have {torch.cuda.device_count()} available devices"\n',
                 "    from fairseq._define_runtime.training_settings import check_world_size  # (fairseq_define)\n\n"
                 "    check_world_size(cfg)  # one line naming torchrun\n",
+            ),
+            insert_after(
+                "def infer_init_method(cfg: DistributedTrainingConfig, force_distributed=False):\n",
+                "    from fairseq._define_runtime.training_settings import check_world_size_positive  # (fairseq_define)\n\n"
+                "    check_world_size_positive(cfg)  # 0 or -1: one line, not a shard's ValueError\n",
             ),
         ),
     ),

@@ -8,14 +8,26 @@ Sentences lengths should not exceed max_tokens" from the Cython batcher; a train
 left with no sample (a language model's blocks of --tokens-per-sample above --max-tokens)
 ended in "The dataset is empty" after the model was built. fairseq/data/data_utils.py calls
 ``check_longest_sample`` before batching; fairseq/tasks/fairseq_task.py calls
-``check_sizes_left`` after filtering.
+``check_sizes_left`` after filtering. fairseq-interactive batches its input a chunk of
+--buffer-size lines at a time: with --skip-invalid-size-inputs-valid-test (which the line for a
+long line advises) a chunk whose every line is too long is skipped as its lines are, and the
+next is read (``inputs_in_chunks``; such a chunk refused the whole input before).
 """
 
 import numpy as np
 
 from fairseq import UserError
 
-__all__ = ["check_longest_sample", "check_sizes_left"]
+__all__ = ["check_longest_sample", "check_sizes_left", "inputs_in_chunks"]
+
+# set by fairseq-interactive: each "split" is a chunk of the input, which may be left empty
+_chunked_input = [False]
+
+
+def inputs_in_chunks():
+    """This process batches its input chunk by chunk (fairseq-interactive): a chunk with no
+    sample left after the skipped ones is no mistake."""
+    _chunked_input[0] = True
 
 
 def check_longest_sample(indices, num_tokens_vec, num_tokens_fn, max_tokens):
@@ -50,7 +62,7 @@ def check_sizes_left(indices, ignored, dataset, max_positions, ignore_invalid_in
             "sentence #{} is longer than the model accepts (max positions {}): drop or split "
             "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test".format(ignored[0], max_positions)
         )
-    if len(indices) == 0:
+    if len(indices) == 0 and not _chunked_input[0]:
         raise UserError(
             "every sample of this split ({}) is longer than the model or a batch accepts (max positions {}, "
             "the smallest of the model's positions, --tokens-per-sample and --max-tokens): raise --max-tokens "

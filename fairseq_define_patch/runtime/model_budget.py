@@ -21,11 +21,13 @@ FAIRSEQ_DEFINE_MAX_PARAMETERS in the environment (the hub, and any other caller)
 """
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import logging
 import math
 import os
+import sys
 import threading
 import warnings
 
@@ -37,7 +39,8 @@ from .size_bounds import size_bound
 
 __all__ = ["LIMIT_FLAG", "LIMIT_VARIABLE", "MAX_PARAMETERS", "MAX_POSITIONS", "MAX_LAYERS", "MAX_WIDTH",
            "MAX_HEADS", "ModelBudgetError", "add_parameter_limit", "check_model_budget", "count_model",
-           "estimate_parameters", "parameter_counter", "parameter_limit", "register_parameter_counter"]
+           "estimate_parameters", "parameter_counter", "parameter_limit", "parameter_limit_lifted",
+           "register_parameter_counter"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,10 +164,27 @@ def add_parameter_limit(parser, input_args):
         )
     reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     reader.add_argument(LIMIT_FLAG, default=None)
-    given, _ = reader.parse_known_args(input_args)
+    given, _ = reader.parse_known_args(_spelt_in_full(parser, sys.argv[1:] if input_args is None else input_args))
     if given.max_model_parameters is not None:
         os.environ[LIMIT_VARIABLE] = str(_parse_limit(given.max_model_parameters, LIMIT_FLAG + " "))
 
+
+
+def _spelt_in_full(parser, args):
+    """``args`` with an abbreviation of LIMIT_FLAG that ``parser`` takes (argparse's allow_abbrev,
+    the default of the plugin's tools: --max-model 5e9) written in full, so the limit read here
+    is the one the parse accepts; it was ignored. An abbreviation that ``parser`` finds
+    ambiguous is left for its parse to refuse."""
+    if not parser.allow_abbrev:
+        return args
+    spelt = []
+    for arg in args:
+        name, eq, value = str(arg).partition("=")
+        if (name.startswith("--") and len(name) > 2 and name != LIMIT_FLAG and LIMIT_FLAG.startswith(name)
+                and [o for o in parser._option_string_actions if o.startswith(name)] == [LIMIT_FLAG]):
+            arg = LIMIT_FLAG + eq + value
+        spelt.append(arg)
+    return spelt
 
 _SIZES = ((_is_width, MAX_WIDTH, "a width"), (_is_layers, MAX_LAYERS, "a layer count"),
           (_is_heads, MAX_HEADS, "a head count"), (_is_positions, MAX_POSITIONS, "a positions table's length"))
@@ -497,18 +517,29 @@ def _build_without_memory(model_class, cfg, task):
         _building.active = False
 
 
-_SIZE_ENDINGS = ("_dim", "_layers", "_heads", "_depth")
+_SIZE_ENDINGS = ("_dim", "_layers", "_heads", "_depth", "_hidden_size")
 
 
 def _part_words(part, values):
     """A module of the model in words naming the settings that size it: "decoder.layers
-    (decoder_layers=6, decoder_embed_dim=512, ...)"; an embedding's DeFINE settings too."""
+    (decoder_layers=6, decoder_embed_dim=512, ...)"; an embedding's DeFINE settings too. A
+    stack's layer settings come first, a recurrent layer's hidden size and a convolution stack's
+    layer list among them (an LSTM's part was named by its embedding width alone, fconv's by
+    its widths and not its --encoder-layers list)."""
     side = part.split(".")[0]
-    names = [k for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1
-             and k.endswith(_SIZE_ENDINGS) and (k.startswith(side + "_") or "embed" in part and k.startswith("define_"))]
+
+    def sizes_it(k, v):
+        if isinstance(v, str):  # a list of layers, as fconv's "[(512, 3)] * 20"
+            return k.endswith("_layers")
+        return isinstance(v, int) and not isinstance(v, bool) and v > 1 and k.endswith(_SIZE_ENDINGS)
+
+    names = [k for k, v in values.items() if sizes_it(k, v)
+             and (k.startswith(side + "_") or "embed" in part and k.startswith("define_"))]
     if "embed" in part:  # a table: its width and its DeFINE unit's, not the stack's layers
         names = [k for k in names if k == side + "_embed_dim" or k.startswith("define_")]
-    sizes = ", ".join(f"{k}={values[k]:,}" for k in names)
+    else:  # the stack's own settings first: they make it the largest part
+        names.sort(key=lambda k: not k.endswith(("_layers", "_hidden_size")))
+    sizes = ", ".join(f"{k}={values[k]!r}" if isinstance(values[k], str) else f"{k}={values[k]:,}" for k in names)
     return f"{part} ({sizes})" if sizes else part
 
 
@@ -563,6 +594,23 @@ def _raised_limit(total):
     return f"{math.ceil(total / 10 ** (exponent - 1)) / 10:g}e{exponent}"
 
 
+_limit_lifted = threading.local()  # set while a build that allocates nothing runs
+
+
+@contextlib.contextmanager
+def parameter_limit_lifted():
+    """Builds inside this block allocate nothing (on the meta device, as fairseq-define-params
+    counts a model): the parameter limit, which guards memory, does not apply to them, and
+    the bounds of each size still do. fairseq-define-params refused to count a large model,
+    whose count allocates nothing."""
+    previous = getattr(_limit_lifted, "active", False)
+    _limit_lifted.active = True
+    try:
+        yield
+    finally:
+        _limit_lifted.active = previous
+
+
 def check_model_budget(cfg, task):
     """Before fairseq builds the model of ``cfg`` (a model config) for ``task``: every size
     within its bound, factors at least 1, adaptive bands at least 1 wide, and the model's
@@ -573,6 +621,8 @@ def check_model_budget(cfg, task):
     settings = _settings(cfg)
     _check_bounds(settings)
     _check_bands(settings)
+    if getattr(_limit_lifted, "active", False):
+        return cfg  # a build that allocates nothing: the sizes are bounded, the total is not
     limit = parameter_limit()
     try:
         parts = count_model(cfg, task)

@@ -204,9 +204,11 @@ def checked_model_overrides(overrides, state):
     return flat_model_overrides(overrides, cfg)
 
 
-def check_model_overrides(overrides, cfg):
+def check_model_overrides(overrides, cfg, source="--model-overrides"):
     """(added by fairseq_define) Refuse --model-overrides names that are no setting of the
-    loaded checkpoint's config (model, task, generation, ...), nor an option of its model."""
+    loaded checkpoint's config (model, task, generation, ...), nor an option of its model.
+    ``source`` names where they came from in the line: the hub's from_pretrained passes its
+    keyword arguments, which fairseq applied the same way and dropped without a word."""
     import difflib
 
     if not overrides or not isinstance(cfg, DictConfig):
@@ -223,8 +225,9 @@ def check_model_overrides(overrides, cfg):
             close = difflib.get_close_matches(str(key), sorted(map(str, known)), n=1)
             hints.append("{!r}{}".format(key, " (did you mean {!r}?)".format(close[0]) if close else ""))
         raise UserError(
-            "--model-overrides: {} {} not a setting of this checkpoint's model, task or other "
-            "config: use the option's name without -- and with _ for -, e.g. \"{{'dropout': 0.0}}\"".format(
-                ", ".join(hints), "is" if len(unknown) == 1 else "are"
+            "{}: {} {} not a setting of this checkpoint's model, task or other config: use the option's "
+            "name without -- and with _ for -, e.g. {}".format(
+                source, ", ".join(hints), "is" if len(unknown) == 1 else "are",
+                "\"{'dropout': 0.0}\"" if source.startswith("--") else "dropout=0.0",
             )
         )

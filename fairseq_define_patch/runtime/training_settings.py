@@ -13,7 +13,9 @@ Settings whose shape the table cannot say are checked beside it: betas that are 
 update), tri_stage's --phase-ratio (an assertion, or a ZeroDivisionError without a decay
 phase), an --optimizer-overrides that is no dict (a SyntaxError from the resume), and a
 --distributed-world-size that no process launcher started (``check_world_size``, called by
-fairseq/distributed/utils.py where fairseq asserted it).
+fairseq/distributed/utils.py where fairseq asserted it), or below 1 (``check_world_size_positive``). The
+seed (``check_seed``) is numpy's, 0 to 2**32 - 1, for the whole run: epoch E shuffles with
+--seed + E, so a seed near the top passed at the start and crashed at a later epoch.
 """
 
 import argparse
@@ -30,8 +32,8 @@ from fairseq import UserError
 from .config_literals import parse_config_literal
 from .precision_devices import check_precision_device
 
-__all__ = ["check_optimizer_overrides", "check_phase_ratio", "check_training_numbers", "check_world_size",
-           "given_or_default", "in_range"]
+__all__ = ["check_optimizer_overrides", "check_phase_ratio", "check_seed", "check_training_numbers", "check_world_size",
+           "check_world_size_positive", "given_or_default", "in_range"]
 
 
 # (group, option, range, what the line says after "--flag VALUE"). Ranges: ">=0", ">0",
@@ -107,7 +109,6 @@ _TRAINING_RANGES = (
     ("common", "amp_scale_window", ">=1", "must be at least 1 (updates), or leave it unset"),
     ("common", "amp_batch_retries", ">=0", "is negative: give a number of retries of 0 or more"),
     ("common", "empty_cache_freq", ">=0", "is negative: give a number of updates, or 0 for never"),
-    ("common", "seed", "[0,4294967295]", "is not a seed: give a whole number from 0 to 4294967295 (2**32 - 1)"),
     ("task", "max_source_positions", ">=1", "must be at least 1 (the longest source, in tokens, the model takes)"),
     ("task", "max_target_positions", ">=1", "must be at least 1 (the longest target, in tokens, the model takes)"),
     ("task", "tokens_per_sample", ">=1", "must be at least 1 (tokens per sample)"),
@@ -199,7 +200,40 @@ def check_training_numbers(cfg):
     if getattr(cfg.get("lr_scheduler", None), "_name", None) == "tri_stage":
         check_phase_ratio(cfg.lr_scheduler, settings("optimization").get("max_update"))
     _parse_optimizer_overrides(settings("checkpoint").get("optimizer_overrides"))
+    _check_run_seed(settings("common").get("seed"), settings("optimization"), dataset, cfg.get("distributed_training", None))
     check_precision_device(cfg)
+
+
+SEED_MAX = 2 ** 32 - 1  # numpy's np.random.seed takes 0 to 2**32 - 1
+# the epochs a run without --max-epoch or --max-update may reach, for its seeds' sake
+_UNBOUNDED_EPOCHS = 2 ** 31
+
+
+def check_seed(seed, offset=0, why=""):
+    """``seed`` a whole number numpy takes (0 to 2**32 - 1), and ``seed + offset`` as well,
+    ``why`` saying where the run adds ``offset``."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise UserError("--seed {} is not a seed: give a whole number from 0 to {} (2**32 - 1)".format(seed, SEED_MAX))
+    if seed + offset > SEED_MAX:
+        raise UserError("--seed {} is too large for this run: {}, and numpy takes seeds up to {} (2**32 - 1); give a "
+                        "seed of at most {}".format(seed, why, SEED_MAX, SEED_MAX - offset))
+
+
+def _check_run_seed(seed, optimization, dataset, ddp):
+    """fairseq-train shuffles epoch E with --seed + E (fairseq/data/iterators.py; plus the rank
+    under --fix-batches-to-gpus): a seed near 2**32 - 1 passed numpy at the start and crashed at
+    a later epoch. The last epoch is --max-epoch, else at most --max-update (an epoch makes an
+    update at least), else _UNBOUNDED_EPOCHS."""
+    max_epoch, max_update = optimization.get("max_epoch") or 0, optimization.get("max_update") or 0
+    last = max_epoch if max_epoch > 0 else max_update if max_update > 0 else _UNBOUNDED_EPOCHS
+    ranks = (getattr(ddp, "distributed_world_size", 1) or 1) - 1 if dataset.get("fix_batches_to_gpus") else 0
+    why = ("it shuffles epoch E with --seed + E{}, up to {}".format(
+        " + the rank" if ranks else "", "--max-epoch {}".format(max_epoch) if max_epoch > 0 else
+        "--max-update {} epochs".format(max_update) if max_update > 0 else
+        "{} epochs without --max-epoch or --max-update".format(last)))
+    check_seed(seed, last + max(ranks, 0), why)
 
 
 def _check_betas(what, value):
@@ -275,6 +309,16 @@ def check_world_size(cfg):
     raise UserError(
         "--distributed-world-size {} is more than the {} GPU{} of this machine: lower it to {}, or start the "
         "processes of several machines with torchrun".format(size, gpus, "" if gpus == 1 else "s", gpus))
+
+
+def check_world_size_positive(cfg):
+    """--distributed-world-size below 1 (``cfg`` the distributed_training group): no process
+    would run; fairseq sharded the data by it and failed in a ValueError (shard_id) or a
+    ZeroDivisionError. fairseq/distributed/utils.py calls this first in infer_init_method."""
+    size = cfg.distributed_world_size
+    if size is not None and size < 1:
+        raise UserError("--distributed-world-size {} must be at least 1 (the number of processes; 1 runs in this "
+                        "one)".format(size))
 
 
 def check_optimizer_overrides(param_group, overrides):

@@ -1,0 +1,382 @@
+"""Study 5: the abstract's headline in the paper's own form (issue 59). DeFINE added ON an
+adaptive input, against that adaptive input alone, at the same width n: Table 1a's R2
+against R3, in two model families on WikiText-2, every pair at the same recipe, data,
+budget and seed.
+
+  Command:   make study-adaptive   (python -m studies.lm_adaptive_define [--arms "a b"] [--jobs 2];
+             --help). Resumable: a rerun skips finished arms, resumes a cut one. One family:
+             --arms "lstm_adaptive_n256 lstm_define_n256" (then "..._s2" for seed 2).
+  Hardware:  2 CPU cores, no GPU. 8 runs of 3,000 updates: two families x two arms x seeds 1
+             and 2, each pair's arms trained side by side with --jobs 2 (one thread each,
+             so their times per update compare), then fairseq-eval-lm on the full valid and
+             test splits. Measured before any run (one thread, 20 updates: the training
+             process's CPU time at 30 updates less at 10, on 2 cores loaded 4-6 times over,
+             where wall time ran 1.3-3 times the CPU time), ms an update: LSTM adaptive input
+             640-775, + DeFINE 700-735; transformer_lm adaptive input 517, + DeFINE 480. One
+             fairseq-eval-lm pass of the LSTM over valid (batch 1, 217K tokens): about 280 s
+             of CPU. Estimated an arm on one idle thread: LSTM about 55 minutes (35 of
+             training, 9 of validation every 200 updates, 10 of evaluation), transformer_lm
+             about 40 (study 4's adaptive_d256 took 30-31 minutes for its 3,000 updates and
+             validations); about 6 hours of one thread for the 8 runs, 3 with --jobs 2 on two
+             idle cores, twice that on cores shared as here (the 240-minute cap an arm is a
+             guard).
+  Recipe:    LSTM: --task contiguous_lm (the state carried across segments, as truncated BPTT),
+             segments of 70 tokens, batch 20, projected_adaptive_loss, Adam lr 2e-3 (the
+             Table 1a recipe's small mode, run_scripts/lib.sh lstm_wt103; Adam trains the unit
+             whatever its gradient scale), cosine over the budget after 50 warmup updates,
+             clip 0.25, validation every 200 updates; checkpoint_last (the schedule's end)
+             scored by fairseq-eval-lm with batch 1 (the state through the whole split).
+             transformer_lm: study 4's recipe as it is (studies/lm_transformer_wikitext2.py:
+             blocks of 64, batch 16, Adam lr 1e-3, cosine after 50 warmup updates, clip 0.25,
+             pre-norm, adaptive_loss; blocks of 64 scored after a context of 32).
+  Arms:      LSTM, Table 1a's architectures at CPU scale (define_lstm_wt2_r2_adaptive,
+             define_lstm_wt2_r3_define_n256 in fairseq_define/models/lstm_lm.py): 2 LSTM layers
+             of 1024 (the last 256 wide), adaptive input n = 256 (bands 4000, 20000, factor 4)
+             with the adaptive softmax tied to it (tables and projections, no output bias),
+             Table 1a's dropouts; R3 adds the DeFINE unit n = m = 256 on that adaptive input
+             (paper style, N = 3 as R3, k = 384: +3.8% parameters, within the issue's 6%; the
+             paper's own k = 1024 would add 11.6% here). transformer_lm: study 4's
+             adaptive_d256 (fairseq's adaptive input and adaptive softmax, tied, d = 256),
+             against define_transformer_lm_small with the same adaptive input at n = d = 256
+             and the same unit (N = 3, k = 384) between it and the decoder, the adaptive
+             softmax tied to the map: +5.0%. Parameters: the built models (tests/test_study_adaptive.py
+             builds both pairs and holds each DeFINE arm within 6%).
+  Expected:  not run yet. The paper: DeFINE 8.2% lower test perplexity than the adaptive input
+             it is added on, for 1.3% more parameters and 0.3% more time a batch.
+  Paper:     Table 1a (LSTM, WikiText-103, 20 epochs on a GPU): R2 Adaptive n = 256 32.61M,
+             43.49 / 44.87 val / test perplexity, 297 ms a batch; R3 Adaptive + DeFINE N = 3
+             33.02M, 39.99 / 41.17, 298 ms a batch. No transformer_lm row; the abstract: "6% to
+             20% drop in perplexity" against methods including adaptive input.
+  Output:    the study's folder in docs/studies/ (lm_adaptive_define): results.md,
+             params_vs_quality.png, valid_curves.png, runs/ (the records), scores/ARM.test.tsv
+             (each test block's tokens and summed log-probability in nats, for a paired test
+             between the arms of a seed); runs in work/studies/lm_adaptive_define/<arm>/.
+"""
+
+import logging
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from fairseq_define.errors import UserError
+from fairseq_define.output_files import write_text
+from fairseq_define.tools.train_log import train_seconds_per_update
+
+from . import lm_transformer_wikitext2 as study4
+from .common import (
+    Arm,
+    Budget,
+    Report,
+    base_parser,
+    corpus,
+    lm_perplexity,
+    load_result,
+    load_result_file,
+    main_wrapper,
+    print_arms,
+    record_arm,
+    resolve_dirs,
+    run_arms,
+    run_script,
+    select_arms,
+    set_jobs,
+    train_arm,
+    write_report,
+)
+
+logger = logging.getLogger("studies.lm_adaptive_define")
+
+NAME = "lm_adaptive_define"
+ADAPTIVE, DEFINE = "adaptive input", "adaptive input + DeFINE"  # the record's family of each arm of a pair
+SEEDS = (1, 2)
+UPDATES, MINUTES = 3000, 240  # the cap a guard: every arm should reach the budget
+N = 256  # the map width of every pair (Table 1a's R2/R3)
+UNIT = ("--define-expand-dim", "384", "--define-depth", "3", "--define-transform", "define", "--define-style", "paper")
+MAX_GROWTH = 0.06  # the DeFINE arm at most 6% larger than its pair (issue 59)
+QUICK_CUTOFF = "200,800"  # the quick slices' 7K types
+SCORES = "scores"  # beside runs/ (committed): each arm's test blocks' log-probabilities
+# Table 1a (WikiText-103, a GPU): (arm, params M, val ppl, test ppl, ms a batch)
+PAPER = (("R2 Adaptive, n = 256", 32.61, 43.49, 44.87, 297), ("R3 Adaptive + DeFINE, N = 3", 33.02, 39.99, 41.17, 298))
+
+
+@dataclass
+class Model:
+    """One model family of the study: its pair's arms, the recipe and evaluation they share."""
+
+    label: str  # the record's "model"
+    prefix: str  # its arms' names start with it
+    pair: Callable[[bool], Tuple[Arm, Arm]]  # quick -> (adaptive input, + DeFINE) at seed 1
+    recipe: Callable[[int, bool], List[str]]  # (updates, quick) -> fairseq-train args of both arms
+    eval_args: Sequence[str]  # lib.sh's EVAL_ARGS for fairseq-eval-lm
+    checkpoint: str = "checkpoint_last.pt"  # the schedule's end: both arms after the same updates
+
+
+def lstm_pair(quick: bool) -> Tuple[Arm, Arm]:
+    # quick: the presets at 2 layers of 512, n = 64, k = 64 on slices (the unit +2.0%)
+    small = ("--lstm-hidden-dim", "512", "--define-map-dim", "64", "--adaptive-cutoff", QUICK_CUTOFF) if quick else ()
+    n = 64 if quick else N
+    unit = (("--define-expand-dim", "64") if quick else ()) + ("--define-style", "paper")
+    return (Arm(f"lstm_adaptive_n{n}", ADAPTIVE, "define_lstm_wt2_r2_adaptive", small, n, n, sized=len(small)),
+            Arm(f"lstm_define_n{n}", DEFINE, "define_lstm_wt2_r3_define_n256", small + unit, n, n, sized=len(small)))
+
+
+def lstm_recipe(updates: int, quick: bool) -> List[str]:
+    warmup = 2 if quick else 50
+    return ["--task", "contiguous_lm", "--criterion", "projected_adaptive_loss", "--tokens-per-sample",
+            "35" if quick else "70", "--batch-size", "20", "--optimizer", "adam", "--lr", "2e-3", "--lr-scheduler",
+            "cosine", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-7", "--lr-period-updates",
+            str(max(updates - warmup, 1)), "--clip-norm", "0.25", "--no-epoch-checkpoints",
+            # every 200: one validation (a forward pass over the 217K tokens of valid) costs the LSTM
+            # roughly 50 updates' time (a third of an update's work a token)
+            "--validate-interval-updates", str(max(updates // 2, 1) if quick else 200)]
+
+
+def tlm_pair(quick: bool) -> Tuple[Arm, Arm]:
+    """Study 4's adaptive-input arm (fairseq's own, d = 256) and DeFINE on that adaptive input
+    at n = d. Quick: 2 layers of d = 64, inner 2048 (the unit +3.8%), on slices."""
+    d, cutoff = (64, QUICK_CUTOFF) if quick else (N, study4.CUTOFF)
+    size = ("--decoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-attention-heads", "2",
+            "--decoder-ffn-embed-dim", "2048") if quick else study4.sizes(False)
+    adaptive = study4.adaptive_arm(size, d, cutoff)
+    unit = ("--define-expand-dim", "64", *UNIT[2:]) if quick else UNIT
+    define = Arm(f"tlm_define_n{d}", DEFINE, "define_transformer_lm_small",
+                 size + ("--adaptive-input", "--adaptive-input-cutoff", cutoff, "--define-map-dim", str(d)) + unit
+                 + study4.ADAPTIVE_LOSS, d, d, sized=len(size))
+    return replace(adaptive, name=f"tlm_adaptive_n{d}"), define
+
+
+MODELS = (
+    Model("LSTM", "lstm_", lstm_pair, lstm_recipe, ("--batch-size", "1")),
+    Model("transformer_lm", "tlm_", tlm_pair, study4.recipe, study4.STUDY.eval_args),
+)
+
+
+def model_of(arm: Arm) -> Model:
+    return next(m for m in MODELS if arm.name.startswith(m.prefix))
+
+
+def arms(quick: bool) -> List[Arm]:
+    """Seed 1 of every pair, a family's pair side by side (--jobs 2 trains them together)."""
+    return [a for m in MODELS for a in m.pair(quick)]
+
+
+def seeds_after_the_first(grid: Sequence[Arm]) -> List[Arm]:
+    return [a.with_seed(s) for s in SEEDS[1:] for a in grid]
+
+
+# ---------------------------------------------------------------------------- test scores
+
+# fairseq-eval-lm --output-word-probs: "<sample id> <word> [<log-prob>]\t<word> [<log-prob>]..."
+_WORD_PROBS = re.compile(r"\| fairseq_cli\.eval_lm \| (\d+) (.*)$")
+_WORD = re.compile(r"^.* \[(-?[0-9.]+(?:e-?[0-9]+)?|-?inf)\]$")
+
+
+def block_scores(eval_log: Path) -> List[Tuple[int, int, float]]:
+    """(sample id, tokens, summed natural-log probability) of every block fairseq-eval-lm
+    scored with --output-word-probs, in its order (the LSTM's segments of one stream share
+    the stream's id): the units a paired test resamples, the same for every arm of a family."""
+    blocks = []
+    for line in eval_log.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = _WORD_PROBS.search(line)
+        if not m:
+            continue
+        words = [_WORD.match(w) for w in m.group(2).split("\t")]
+        if words and all(words):
+            blocks.append((int(m.group(1)), len(words), sum(float(w.group(1)) for w in words)))
+    return blocks
+
+
+def scores_file(out_dir: Path, arm_id: str) -> Path:
+    return out_dir / SCORES / f"{arm_id}.test.tsv"
+
+
+def keep_scores(eval_log: Path, out_dir: Path, arm_id: str) -> Path:
+    """The arm's test blocks' scores beside its record (committed), from its test evaluation's log."""
+    blocks = block_scores(eval_log)
+    if not blocks:
+        raise UserError(f"{eval_log} holds no per-word scores (fairseq-eval-lm --output-word-probs); see that log")
+    path = scores_file(out_dir, arm_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, "sample\ttokens\tlogprob\n" + "".join(f"{i}\t{t}\t{s:.4f}\n" for i, t, s in blocks))
+    return path
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def _pct(new: float, old: float) -> str:
+    return f"{100 * (new / old - 1):+.1f}%"
+
+
+def last_fifth_fall(points: Sequence[Sequence[float]]) -> Optional[float]:
+    """How much (fraction) validation perplexity fell over the last fifth of the updates."""
+    if not points:
+        return None
+    last_update, last = points[-1]
+    start = [v for u, v in points if u <= 0.8 * last_update]
+    return None if not start else 1 - last / start[-1]
+
+
+def pairs_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
+    """Per model family: each seed's pair (valid and test perplexity, the difference), the
+    means, whether every seed agrees, parameters, training time an update, the paper's R2/R3
+    beside them, and how much each curve still fell over the last fifth."""
+    lines = ["", "## DeFINE on the adaptive input, pair by pair", "",
+             "Each seed's pair trained with the same recipe, data, budget and seed; difference: DeFINE's test "
+             "perplexity against the adaptive input's (negative: DeFINE lower). Time an update: fairseq's "
+             "train_wall (training steps only), one thread, the pair's arms side by side. Test scores for a paired "
+             f"test: `{SCORES}/ARM.test.tsv` (each test block's tokens and log-probability).", ""]
+    for model in MODELS:
+        pair = [a for a in arms if a.name.startswith(model.prefix)]
+        names = {f: next((a.name for a in pair if a.family == f), None) for f in (ADAPTIVE, DEFINE)}
+        lines += [f"### {model.label}", ""]
+        rows, diffs = [], []
+        for seed in sorted({a.seed for a in pair}):
+            r = {f: results.get(a.id) for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed}
+            if len(r) < 2 or None in r.values():
+                lines.append(f"Seed {seed}: the pair is not complete yet.")
+                continue
+            a, b = (r[f]["metrics"] for f in (ADAPTIVE, DEFINE))
+            diffs.append(b["test_ppl"] / a["test_ppl"] - 1)
+            rows.append((seed, a, b))
+        if not rows:
+            lines += ["No complete pair recorded yet.", ""]
+            continue
+        lines += [f"| seed | {ADAPTIVE}: valid | {DEFINE}: valid | {ADAPTIVE}: test | {DEFINE}: test | difference (test) |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for seed, a, b in rows:
+            lines.append(f"| {seed} | {a['valid_ppl']:.2f} | {b['valid_ppl']:.2f} | {a['test_ppl']:.2f} | "
+                         f"{b['test_ppl']:.2f} | {_pct(b['test_ppl'], a['test_ppl'])} |")
+        mean = {k: [_mean([(a if i == 0 else b)[k] for _, a, b in rows]) for i in (0, 1)] for k in ("valid_ppl", "test_ppl")}
+        lines.append(f"| mean | {mean['valid_ppl'][0]:.2f} | {mean['valid_ppl'][1]:.2f} | {mean['test_ppl'][0]:.2f} | "
+                     f"{mean['test_ppl'][1]:.2f} | {_pct(mean['test_ppl'][1], mean['test_ppl'][0])} |")
+        if all(d < 0 for d in diffs):
+            verdict = f"DeFINE lower on test at every seed ({len(diffs)})"
+        elif all(d > 0 for d in diffs):
+            verdict = f"the adaptive input alone lower on test at every seed ({len(diffs)})"
+        else:
+            verdict = "the seeds disagree on the sign"
+        lines += ["", f"Every seed agrees: {'yes' if verdict.startswith(('DeFINE', 'the adaptive')) else 'no'}: {verdict}."]
+        facts = {}
+        for f in (ADAPTIVE, DEFINE):
+            done = [results[a.id] for a in pair if a.family == f and a.id in results]
+            facts[f] = (done[0]["params"]["total"] if done and done[0].get("params") else None,
+                        _mean([r["ms_per_update"] for r in done if r.get("ms_per_update")]))
+        (pa, ta), (pb, tb) = facts[ADAPTIVE], facts[DEFINE]
+        if pa and pb:
+            lines.append(f"Parameters: {names[ADAPTIVE]} {pa:.2f}M, {names[DEFINE]} {pb:.2f}M ({_pct(pb, pa)}); the "
+                         f"paper {PAPER[0][1]:.2f}M against {PAPER[1][1]:.2f}M ({_pct(PAPER[1][1], PAPER[0][1])}).")
+        if ta and tb:
+            lines.append(f"Training time an update (mean of the seeds): {ta:.0f} ms against {tb:.0f} ms "
+                         f"({_pct(tb, ta)}); the paper {PAPER[0][4]} against {PAPER[1][4]} ms a batch on a GPU "
+                         f"({_pct(PAPER[1][4], PAPER[0][4])}).")
+        lines.append(f"The paper (Table 1a, WikiText-103): {PAPER[0][0]} {PAPER[0][2]} / {PAPER[0][3]} val / test, "
+                     f"{PAPER[1][0]} {PAPER[1][2]} / {PAPER[1][3]} ({_pct(PAPER[1][3], PAPER[0][3])} test).")
+        falls = []
+        for a in pair:
+            fall = last_fifth_fall((results.get(a.id) or {}).get("valid_curve", {}).get("points") or [])
+            if fall is not None:
+                falls.append(f"{a.id} {100 * fall:.1f}%" + (" (over 2%: train longer)" if fall > 0.02 else ""))
+        if falls:
+            lines.append("Validation perplexity's fall over the last fifth of the updates: " + "; ".join(falls) + ".")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def recorded(arms: Sequence[Arm], workdir: Path, records: Path) -> Dict[str, dict]:
+    """The result of each of ``arms`` that has one: its work folder's, else its record's."""
+    found = {}
+    for arm in arms:
+        result = load_result(workdir / arm.id)
+        if result is None and (records / f"{arm.id}.json").is_file():
+            result = load_result_file(records / f"{arm.id}.json")
+        if result is not None:
+            found[arm.id] = result
+    return found
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    prog = f"python -m studies.{NAME}"
+    args = base_parser(prog, __doc__, UPDATES, MINUTES).parse_args(argv)
+    set_jobs(args.jobs)
+    grid = arms(args.quick)
+    if args.list:
+        print_arms(grid + ([] if args.quick else seeds_after_the_first(grid)))
+        return 0
+    corpus_dir = corpus("wikitext-2", args)
+    workdir, out_dir = resolve_dirs(args, NAME)
+    data_dir = workdir / "data"
+    prep = ["--dataset", "wikitext-2", "--local", corpus_dir, "--out", data_dir, "--workers", "2"]
+    if args.quick:
+        prep += ["--head-train", "1000", "--head-eval", "40"]
+    logger.info("data: wikitext-2 from %s -> %s", corpus_dir, data_dir)
+    run_script("prepare_lm.sh", prep, workdir / "prepare.log")
+
+    updates = args.updates or (12 if args.quick else UPDATES)
+    minutes = args.minutes if args.minutes is not None else (2 if args.quick else MINUTES)
+    budget = Budget(updates, minutes)
+    logger.info("budget: %d updates an arm, at most %g minutes", updates, minutes)
+
+    def run_one(arm: Arm, run_dir: Path) -> dict:
+        model = model_of(arm)
+        recipe = model.recipe(updates, args.quick)
+        # quick: a time an update from its dozen updates
+        train_arm(arm, run_dir, data_dir / "bin", recipe, budget, extra=["--log-interval", "2"] if args.quick else [])
+        ckpt = run_dir / model.checkpoint
+        valid = lm_perplexity(ckpt, data_dir, "valid", model.eval_args)
+        eval_log = run_dir / "eval_test.log"  # its per-word scores: the paired test's input
+        test = lm_perplexity(ckpt, data_dir, "test", [*model.eval_args, "--output-word-probs"], log=eval_log)
+        scores = keep_scores(eval_log, out_dir, arm.id)
+        lines = (run_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines()
+        seconds = train_seconds_per_update(lines)
+        return record_arm(run_dir, NAME, arm, recipe, budget, {"valid_ppl": valid, "test_ppl": test}, "valid_ppl",
+                          extra={"model": model.label, "checkpoint": ckpt.name, "eval_args": list(model.eval_args),
+                                 "ms_per_update": None if seconds is None else round(1000 * seconds, 1),
+                                 "threads": torch.get_num_threads(), "test_scores": str(scores.relative_to(out_dir))})
+
+    chosen = select_arms(grid, args.arms)
+    records = out_dir / "runs"
+    if not (args.no_second_seed or args.quick or args.arms):
+        chosen += seeds_after_the_first(chosen)
+    run_arms(chosen, workdir, run_one, budget, args.jobs, records, train=not args.report_only)
+    # the report: every arm recorded so far, whichever invocation trained it (a pair at a time)
+    every = grid + ([] if args.quick else seeds_after_the_first(grid))
+    results = recorded(every, workdir, records)
+    chosen = [a for a in every if a.id in results]
+    recipes = {m.label: " ".join(m.recipe(updates, args.quick)) for m in MODELS}
+    report = Report(
+        title="Study 5: WikiText-2, DeFINE added on an adaptive input against that adaptive input (Table 1a's R2 "
+              "against R3, LSTM and transformer_lm)" + (" (quick mode: not a result)" if args.quick else ""),
+        metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,
+        columns=[("valid_ppl", "valid ppl"), ("test_ppl", "test ppl"), ("ms_per_update", "ms / update")],
+        header_lines=[f"Recipe, LSTM arms (`lstm_*`): `{recipes['LSTM']}`; transformer_lm arms (`tlm_*`): "
+                      f"`{recipes['transformer_lm']}`; {updates} updates, seed as the seed column says; "
+                      "checkpoint_last.pt scored with fairseq-eval-lm "
+                      f"(LSTM: `{' '.join(MODELS[0].eval_args)}`; transformer_lm: `{' '.join(MODELS[1].eval_args)}`).",
+                      *(["Quick mode: tiny models (`--quick --list` shows them) on slices of the corpus."]
+                        if args.quick else
+                        ["LSTM: Table 1a's R2/R3 at CPU scale (2 layers of 1024, n = m = 256, adaptive input and "
+                         "tied adaptive softmax, bands 4000, 20000); transformer_lm: study 4's context model (4 layers, "
+                         "d = 256). DeFINE: paper style, N = 3, k = 384, on the adaptive input of width n."]),
+                      "The arm's args are its only difference from its family's recipe. Params: the paper's "
+                      "distribution. Valid chooses; test is only scored."])
+    # the table's last column: the record's time an update, beside its metrics
+    shown = {k: {**r, "metrics": {**r["metrics"], "ms_per_update": r.get("ms_per_update")}} for k, r in results.items()}
+    extra = pairs_section(chosen, results)
+    written = write_report(report, chosen, shown, budget, out_dir, "valid_ppl", workdir, extra_md=extra)
+    logger.info("written: %s", ", ".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_wrapper(f"python -m studies.{NAME}", main))

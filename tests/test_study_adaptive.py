@@ -1,0 +1,107 @@
+"""Study 5 (studies/lm_adaptive_define.py, issue 59): DeFINE added on an adaptive input
+against that adaptive input. Its pairs are built as the study trains them (the DeFINE arm at
+most 6% larger, the context model the same), its quick mode records every field a later check
+reads, and the test blocks' scores it keeps give back the perplexity fairseq-eval-lm printed."""
+
+import json
+import math
+import sys
+
+import pytest
+
+from .helpers import ROOT, run_cli
+
+
+def built(arm, vocab):
+    from fairseq_define.param_report import parameter_distribution
+    from fairseq_define.tools.params import build_arch
+
+    return parameter_distribution(build_arch(arm.arch, vocab, extra=list(arm.args))[0])
+
+
+@pytest.mark.parametrize("model", ["LSTM", "transformer_lm"])
+def test_each_pair_is_the_same_model_with_a_unit_at_most_6_percent_larger(model):
+    """Built at WikiText-2's dictionary with the study's arguments: the pair differs by the
+    unit (and, for transformer_lm, fairseq's own band-0 projection of its adaptive input)."""
+    from studies import lm_adaptive_define as s5
+    from studies import lm_transformer_wikitext2 as study4
+
+    adaptive, define = next(m for m in s5.MODELS if m.label == model).pair(False)
+    assert (adaptive.family, define.family) == (s5.ADAPTIVE, s5.DEFINE) and adaptive.n == define.n == s5.N
+    a, b = built(adaptive, study4.VOCAB), built(define, study4.VOCAB)
+    assert a["define"] == 0 and b["define"] > 0
+    assert 1 < b["total"] / a["total"] <= 1 + s5.MAX_GROWTH, (a, b)
+    assert b["context"] == pytest.approx(a["context"], rel=1e-3), (a, b)
+
+
+def test_the_transformer_pair_sets_study_4s_adaptive_arm_against_define():
+    from studies import lm_adaptive_define as s5
+    from studies import lm_transformer_wikitext2 as study4
+
+    adaptive, _ = s5.tlm_pair(False)
+    theirs = next(a for a in study4.arms(False) if a.name == "adaptive_d256")
+    assert (adaptive.arch, adaptive.args, adaptive.family) == (theirs.arch, theirs.args, theirs.family)
+
+
+def test_the_lstm_presets_are_table_1a_r2_and_r3_scaled_down():
+    """R3's preset is R2's with the unit (transform, depth, width) and nothing else apart,
+    as Table 1a's rows; both keep Table 1a's adaptive map and softmax (factor 4, no bias)."""
+    from fairseq_define.models.named_architectures import preset
+
+    r2, r3 = dict(preset("define_lstm_wt2_r2_adaptive")), dict(preset("define_lstm_wt2_r3_define_n256"))
+    apart = {k for k in r2.keys() | r3.keys() if r2.get(k) != r3.get(k)}
+    assert apart == {"define_transform", "define_depth", "define_expand_dim"}
+    assert (r3["define_transform"], r3["define_depth"]) == ("define", 3)
+    full = dict(preset("define_lstm_wt103_r2_adaptive"))
+    assert {k: r2[k] for k in ("div_val", "no_softmax_bias", "define_map_dim")} == \
+        {k: full[k] for k in ("div_val", "no_softmax_bias", "define_map_dim")}
+
+
+@pytest.mark.parametrize("line, block", [
+    ("2026-11-28 08:45:30 | INFO | fairseq_cli.eval_lm | 0 = [-5.25]\tRobert [-14.5]\t</s> [-0.25]", (0, 3, -20.0)),
+    ("x | INFO | fairseq_cli.eval_lm | 12 [ [-1.5]\t] [-inf]", (12, 2, -math.inf)),
+])
+def test_block_scores_read_fairseq_eval_lms_word_probabilities(tmp_path, line, block):
+    from studies.lm_adaptive_define import block_scores
+
+    log = tmp_path / "eval.log"
+    log.write_text("x | INFO | fairseq_cli.eval_lm | Evaluated 3 tokens in 0.1s\n" + line + "\n" + line + "\n")
+    assert block_scores(log) == [block, block]  # one a line, in order (an LSTM's segments share an id)
+
+
+@pytest.mark.parametrize("points, fall", [([(100, 200.0), (400, 150.0), (500, 120.0)], 0.2),
+                                          ([(100, 200.0), (500, 120.0)], 0.4), ([(500, 120.0)], None)])
+def test_the_fall_over_the_last_fifth(points, fall):
+    from studies.lm_adaptive_define import last_fifth_fall
+
+    assert last_fifth_fall(points) == (fall if fall is None else pytest.approx(fall))
+
+
+@pytest.mark.cli
+def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, corpus_root):
+    from studies import lm_adaptive_define as s5
+
+    work = tmp_path / "work"
+    proc = run_cli(sys.executable, "-m", "studies.lm_adaptive_define", "--quick", "--workdir", work, "--data-root",
+                   corpus_root, "--jobs", "2", cwd=ROOT, timeout=600, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    report = work / "report"
+    records = {p.stem: json.loads(p.read_text()) for p in (report / "runs").glob("*.json")}
+    assert sorted(records) == sorted(a.id for a in s5.arms(True)), proc.stdout[-3000:]
+    for model in ("LSTM", "transformer_lm"):
+        pair = {r["family"]: r for r in records.values() if r["model"] == model}
+        assert set(pair) == {s5.ADAPTIVE, s5.DEFINE}
+        a, b = pair[s5.ADAPTIVE], pair[s5.DEFINE]
+        for r in (a, b):
+            assert r["study"] == s5.NAME and r["seed"] == 1 and r["updates"] == r["budget"]["updates"] == 12
+            assert set(r["params"]) == {"define", "context", "input_output", "total"}
+            assert r["ms_per_update"] > 0 and r["threads"] == 1
+            assert all(math.isfinite(r["metrics"][k]) for k in ("valid_ppl", "test_ppl"))
+            rows = [l.split("\t") for l in (report / r["test_scores"]).read_text().splitlines()[1:]]
+            tokens, logprob = sum(int(t) for _, t, _ in rows), sum(float(s) for _, _, s in rows)
+            assert math.exp(-logprob / tokens) == pytest.approx(r["metrics"]["test_ppl"], rel=1e-3)
+        assert (a["n"], a["seed"]) == (b["n"], b["seed"])
+        assert a["params"]["define"] == 0 < b["params"]["define"]
+        assert b["params"]["total"] <= (1 + s5.MAX_GROWTH) * a["params"]["total"], (a["params"], b["params"])
+    table = (report / "results.md").read_text()
+    assert "### LSTM" in table and "### transformer_lm" in table and "| 1 |" in table
+    assert "Every seed agrees" in table and "the paper 297 against 298 ms" in table
