@@ -83,7 +83,7 @@ _REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIO
 _INSTALL_FAIRSEQ = f"pip install --no-deps {_REINSTALL}"
 # the config libraries the patched fairseq runs on, [lowest, first too new) by (major, minor):
 # those pip installs today (fairseq's pins, hydra-core 1.0 with omegaconf 2.0, are left behind:
-# docs/fairseq_patch.md#hydra-13-and-omegaconf-23)
+# docs/fairseq_patch.md#hydra-core-13-and-omegaconf-23)
 CONFIG_LIBRARIES = {"hydra-core": ((1, 3), (1, 4)), "omegaconf": ((2, 3), (2, 4))}
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
