@@ -1,4 +1,5 @@
-"""Make stock fairseq 0.12.2 work on Python 3.11 to 3.13, torch >= 2.6 and numpy 2, and harden it.
+"""Make stock fairseq 0.12.2 work on Python 3.11 to 3.13, torch >= 2.6, numpy 2, hydra-core 1.3
+and omegaconf 2.3, and harden it.
 
 fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
 checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
@@ -13,7 +14,8 @@ the logic a fix adds to fairseq is an ordinary module of ``runtime/``, which ``-
 whole into fairseq's tree as ``fairseq/_define_runtime/``, so that the edits of fairseq's own
 files shrink to an import and a call:
 
-- ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, sacrebleu 2, bitarray 3;
+- ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, hydra-core 1.3 and omegaconf 2.3
+  (instead of fairseq's pins, hydra-core 1.0 and omegaconf 2.0), sacrebleu 2, bitarray 3;
 - ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
   DDP on CPU, ``--bf16`` only on a TPU, the tensorboardX notice of every command);
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
@@ -28,7 +30,7 @@ mechanics. Every edit is a text change at an anchor that occurs once in a file w
 content is recognised by its SHA-256 (the file as shipped, or the file as this module leaves
 it): a replacement, an inserted hook, or a span of fairseq's lines named by its first and last
 line (the hash pins the rest; ``--apply`` keeps such a file's shipped text for ``--revert``).
-Anything else is refused: a different fairseq/hydra version or a file someone edited by hand
+Anything else is refused: a different fairseq version or a file someone edited by hand
 is never touched. A copied runtime module is recognised the same way (absent, or the content
 hashes.py names); one with other content is ours to repair (a copy left by another version of
 this patch): ``--apply`` replaces it. Writes are atomic (temporary file + rename), so an
@@ -81,7 +83,7 @@ _REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIO
 _INSTALL_FAIRSEQ = f"pip install --no-deps {_REINSTALL}"
 # the config libraries the patched fairseq runs on, [lowest, first too new) by (major, minor):
 # those pip installs today (fairseq's pins, hydra-core 1.0 with omegaconf 2.0, are left behind:
-# docs/fairseq_patch.md#hydra-13-and-omegaconf-23)
+# docs/fairseq_patch.md#hydra-core-13-and-omegaconf-23)
 CONFIG_LIBRARIES = {"hydra-core": ((1, 3), (1, 4)), "omegaconf": ((2, 3), (2, 4))}
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
