@@ -1,6 +1,7 @@
 # The README's two commands: `make demo` (the main job) and `make test` (the test suite).
-# Both set up .venv on first use: CPU torch 2.13.0 (pinned, also inside pip's build
-# environments via PIP_CONSTRAINT), fairseq 0.12.2 and this package, then patch fairseq.
+# Both set up .venv on first use, with whatever pip the venv has: CPU torch 2.13.0 (pinned, also
+# inside pip's build environments via PIP_CONSTRAINT), this package, fairseq 0.12.2 without its
+# stale pins, then patch fairseq.
 # PYTHON: the interpreter the venv is made from (3.11, 3.12 or 3.13); VENV: its folder, e.g.
 # `make setup PYTHON=python3.12 VENV=.venv312` beside the default one.
 PYTHON ?= python3
@@ -83,8 +84,10 @@ gpu-check:
 check: $(STAMP)
 	$(BIN)/fairseq-define-patch-fairseq --check
 
-# pip stays below 24.1 (the venv's 23.x on 3.11 and 3.12; Python 3.13's venv brings 24.2,
-# stepped back to 24.0): pip >= 24.1 refuses omegaconf 2.0.6's metadata.
+# Any pip: fairseq 0.12.2 goes in with --no-deps, after this package has brought fairseq's
+# run-time requirements (setup.py), since its metadata pins hydra-core 1.0 and omegaconf 2.0,
+# which pip >= 24.1 refuses; the patch makes it run on the hydra-core 1.3 / omegaconf 2.3 pip
+# installs today (docs/install.md).
 $(STAMP): setup.py constraints.txt $(wildcard fairseq_define_patch/*.py fairseq_define_patch/*/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 ifeq ($(TORCH),installed)
@@ -94,13 +97,12 @@ ifeq ($(TORCH),installed)
 else ifneq ($(TORCH),2.13.0)
 	echo "torch==$(TORCH)" > $(PIP_CONSTRAINT)
 endif
-	$(BIN)/python -m pip install 'pip<24.1'
 	$(BIN)/python -m pip install $(TORCH_REQUIREMENT)
 	$(BIN)/python -m pip install -e '.[test,deploy]'
-	# a venv patched by an older version of this project: reinstall the shipped files first
+	$(BIN)/python -m pip install --no-deps fairseq==0.12.2
+	# a venv patched by an older version of this project: reinstall fairseq's shipped files first
 	$(BIN)/fairseq-define-patch-fairseq --apply || { \
-	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 hydra-core==1.0.7 \
-	    antlr4-python3-runtime==4.8 && \
+	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 && \
 	  $(BIN)/fairseq-define-patch-fairseq --apply; }
 	$(BIN)/fairseq-define-patch-fairseq --check
 	touch $(STAMP)

@@ -12,15 +12,21 @@ setup(
         # torch is pinned by the caller (constraints.txt on CPU, your CUDA build on GPUs):
         # fairseq's own requirement would otherwise pull the newest torch and CUDA stack.
         "torch>=2.0",
-        "fairseq==0.12.2",
-        "hydra-core==1.0.7",
-        "omegaconf==2.0.6",
+        # fairseq 0.12.2 itself is installed with --no-deps (docs/install.md): its metadata pins
+        # hydra-core 1.0 and omegaconf 2.0, which pip >= 24.1 refuses and the patch replaces.
+        # Its run-time requirements, as the patched fairseq needs them (the hydra-core and
+        # omegaconf range: fairseq_define_patch.CONFIG_LIBRARIES; torchaudio: speech tasks only,
+        # imported there; cffi and cython: fairseq's build, not its run):
+        "hydra-core>=1.3,<1.4",
+        "omegaconf>=2.3,<2.4",
+        "bitarray",
+        "regex",
+        "tqdm",
         "numpy",
         "sacrebleu>=2.0",
         "sentencepiece",
         "subword-nmt",
         "sacremoses",
-        "tqdm",
         "matplotlib",
     ],
     # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)

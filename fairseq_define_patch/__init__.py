@@ -1,4 +1,5 @@
-"""Make stock fairseq 0.12.2 work on Python 3.11 to 3.13, torch >= 2.6 and numpy 2, and harden it.
+"""Make stock fairseq 0.12.2 work on Python 3.11 to 3.13, torch >= 2.6, numpy 2, hydra-core 1.3
+and omegaconf 2.3, and harden it.
 
 fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
 checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
@@ -13,7 +14,8 @@ the logic a fix adds to fairseq is an ordinary module of ``runtime/``, which ``-
 whole into fairseq's tree as ``fairseq/_define_runtime/``, so that the edits of fairseq's own
 files shrink to an import and a call:
 
-- ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, sacrebleu 2, bitarray 3;
+- ``compat/``: Python 3.11, 3.12 and 3.13, torch 2, numpy 2, hydra-core 1.3 and omegaconf 2.3
+  (instead of fairseq's pins, hydra-core 1.0 and omegaconf 2.0), sacrebleu 2, bitarray 3;
 - ``fairseq_bugs/``: bugs of fairseq 0.12.2 itself (the encoder fast path's weight copies,
   DDP on CPU, ``--bf16`` only on a TPU, the tensorboardX notice of every command);
 - ``hardening/``: one error type (``fairseq.UserError``) and one excepthook, safe and
@@ -28,7 +30,7 @@ mechanics. Every edit is a text change at an anchor that occurs once in a file w
 content is recognised by its SHA-256 (the file as shipped, or the file as this module leaves
 it): a replacement, an inserted hook, or a span of fairseq's lines named by its first and last
 line (the hash pins the rest; ``--apply`` keeps such a file's shipped text for ``--revert``).
-Anything else is refused: a different fairseq/hydra version or a file someone edited by hand
+Anything else is refused: a different fairseq version or a file someone edited by hand
 is never touched. A copied runtime module is recognised the same way (absent, or the content
 hashes.py names); one with other content is ours to repair (a copy left by another version of
 this patch): ``--apply`` replaces it. Writes are atomic (temporary file + rename), so an
@@ -72,12 +74,17 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 APPLY_COMMAND = "fairseq-define-patch-fairseq --apply"
-# antlr4-python3-runtime: hydra-core 1.0.7's parser runtime (pinned there), edited for
-# Python 3.13 (compat/python312.py)
-SUPPORTED_VERSIONS = {"fairseq": "0.12.2", "hydra-core": "1.0.7", "antlr4-python3-runtime": "4.8"}
-_TOP_PACKAGE = {"fairseq": "fairseq", "hydra-core": "hydra", "antlr4-python3-runtime": "antlr4"}
-# what a refusal tells the user to reinstall
+# the one distribution whose files the patch edits, each recognised by its SHA-256
+SUPPORTED_VERSIONS = {"fairseq": "0.12.2"}
+_TOP_PACKAGE = {"fairseq": "fairseq"}
+# what a refusal tells the user to reinstall: fairseq alone, since its own requirements pin
+# hydra-core 1.0 and omegaconf 2.0, whose metadata pip >= 24.1 refuses
 _REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIONS.items())
+_INSTALL_FAIRSEQ = f"pip install --no-deps {_REINSTALL}"
+# the config libraries the patched fairseq runs on, [lowest, first too new) by (major, minor):
+# those pip installs today (fairseq's pins, hydra-core 1.0 with omegaconf 2.0, are left behind:
+# docs/fairseq_patch.md#hydra-core-13-and-omegaconf-23)
+CONFIG_LIBRARIES = {"hydra-core": ((1, 3), (1, 4)), "omegaconf": ((2, 3), (2, 4))}
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
 PATCHES: Tuple[FilePatch, ...] = one_patch_per_file(
@@ -145,7 +152,7 @@ def site_root(distribution: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FairseqPatchError(
             f"{distribution} is not installed in this Python ({sys.executable}); "
-            f"install it with: pip install {distribution}=={SUPPORTED_VERSIONS[distribution]}"
+            f"install it with: {_INSTALL_FAIRSEQ}"
         )
     return Path(list(spec.submodule_search_locations)[0]).parent
 
@@ -196,18 +203,40 @@ def _shipped_text(patch: FilePatch, roots: Optional[Dict[str, Path]]) -> Optiona
     return text if _sha256(text) == patch.original_sha256 else None
 
 
+def _release(version: str) -> Tuple[int, int]:
+    """(major, minor) of a version string such as ``1.3.8`` or ``2.3.0.dev2``."""
+    parts = (version.split(".") + ["0"])[:2]
+    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in parts)  # type: ignore[return-value]
+
+
+def _requirement(dist: str) -> str:
+    (lo, hi) = CONFIG_LIBRARIES[dist]
+    return f"'{dist}>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'"
+
+
 def check_versions() -> None:
+    """fairseq 0.12.2 (the files the hashes name), and hydra-core and omegaconf in the
+    range the patched fairseq is tested on; one line naming the install command otherwise."""
     for dist, want in SUPPORTED_VERSIONS.items():
         try:
             have = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
-            raise FairseqPatchError(
-                f"{dist} is not installed; install it with: pip install {dist}=={want}"
-            ) from None
+            raise FairseqPatchError(f"{dist} is not installed; install it with: {_INSTALL_FAIRSEQ}") from None
         if have != want:
             raise FairseqPatchError(
                 f"{dist} {have} is installed, but this patch knows only {dist} {want}; "
-                f"install that version (pip install {dist}=={want}) and run {APPLY_COMMAND}"
+                f"install that version ({_INSTALL_FAIRSEQ}) and run {APPLY_COMMAND}"
+            )
+    wanted = " ".join(_requirement(dist) for dist in CONFIG_LIBRARIES)
+    for dist, (lo, hi) in CONFIG_LIBRARIES.items():
+        try:
+            have = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            raise FairseqPatchError(f"{dist} is not installed; install it with: pip install {wanted}") from None
+        if not lo <= _release(have) < hi:
+            raise FairseqPatchError(
+                f"{dist} {have} is installed, but the patched fairseq runs on {_requirement(dist)[1:-1]}; "
+                f"install it with: pip install {wanted}"
             )
 
 
@@ -375,8 +404,8 @@ def _print_hashes() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fairseq-define-patch-fairseq",
-        description="Patch the installed fairseq 0.12.2 and hydra-core 1.0.7 so that "
-        "fairseq works on Python 3.11 to 3.13, torch >= 2.6 and numpy 2, and refuses bad input "
+        description="Patch the installed fairseq 0.12.2 so that it works on Python 3.11 to 3.13, "
+        "torch >= 2.6, numpy 2, hydra-core 1.3 and omegaconf 2.3, and refuses bad input "
         "and unsafe files with one line.",
     )
     mode = parser.add_mutually_exclusive_group(required=True)

@@ -9,7 +9,7 @@ from .hashes import SHA256
 
 
 class FairseqPatchError(RuntimeError):
-    """fairseq (or hydra) is in a state this module will not touch."""
+    """fairseq (or hydra-core/omegaconf) is in a state this module will not touch."""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
-        "9ddab263843bad4742d5731d78bde1336ef33fc83d4a0065511e5b480a3785df",
+        "7051e8fad4261bf6e434696e74a66ad1db17c53afa31663ef64aa236b5128465",
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
@@ -151,13 +151,9 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "2a8c6eab00c3ac2d03896970ef13c68bf5b0ce454d756dfa04f7211b22fcb0be",
         "c61dba2f0d04c1b76a37e5d326d8e85fc090667808fed9adc5c0c20d94b385a7",
     ),
-    "hydra/conf/__init__.py": (
-        "ebb83d718384db8e54bdae9b300e3c3fba6ee0b9462922939c5b7290b7af8907",
-        "d78d053b135dd9d96cf7c9b6a13eeadfab034cc6acb492f8cff8b5fa34127b2e",
-    ),
     "fairseq/dataclass/initialize.py": (
         "35bb8e50614902ad385e467fba4e251c7c5203fbd34398c1974a416c4ddc72d8",
-        "703e8407c3e0df98c734239ecc396518c737f72129c6309b03ab8f980e2bbe6c",
+        "d7ed8b4c8c0676b873f410791ce510689505a0acbac19121ca9202e24fc7805e",
     ),
     "fairseq/examples/data2vec/models/data2vec_text.py": (
         "8c8faac6067e09756dbd6786b6742e22fb2615d4d7da8ee672f1496e3ff80980",
@@ -179,25 +175,73 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
         "abb7a4d0c0927c7cc002fcfbc448bd435dc6e2d4d6ad43b1b90335e60ceecfcf",
         "4528e4d25224e4c577903ed4ce8a108af900d915612378212a3d8abdb00945f6",
     ),
-    "hydra/core/plugins.py": (
-        "bcc5a57b58fc6e4703606d54f13cc218a4770aab2c71c63588c08863fc7f9772",
-        "3540df049195c53a570e6cf3f7b94c7f1c82fb7f3a6d45d30017a7e1d4b62494",
-    ),
-    "hydra/grammar/gen/OverrideLexer.py": (
-        "1e045e4e49440a8d4cceffa33533d98932dbd0d3056f5a1bbbf4924146ebdd94",
-        "b8f6c9997b13287175da6e49b4d9a80dfa5c98e28512aaa3113e537bc6670086",
-    ),
-    "antlr4/Lexer.py": (
-        "68f4e94bf804ecd9a937c285501053c62f1ee154d2ea57018f7b26a3d5e25cbd",
-        "659ff3ac9e271108740129464b879d05168c41ecb133c2c5397a42ddf75ed895",
-    ),
-    "antlr4/Parser.py": (
-        "e7dff4c36f9e70f512cd6bc4f31ad3ee42ed145fd64138cd26b61e8cfeaac12b",
-        "19880f9f7ca9bb5dff44cb10c643d6cfa6d236319bcff9b7f6a34cf965e390be",
-    ),
     "fairseq/models/wav2vec/wav2vec2_asr.py": (
         "ea79bb94fa50526d533339d0e0ef4c9e22759886737bc881d5525a6e3e7a5d32",
         "46b445e3cd491d1aa6934519920a40fa09ebd536d84604fefa1c4d358dea5532",
+    ),
+    "fairseq/dataclass/utils.py": (
+        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
+        "60d5b433005a9662349b1873696368fe61630daf8ca06e9be0f8cbcd162268d1",
+    ),
+    "fairseq_cli/hydra_train.py": (
+        "c95301261e65ce697102e84488b21421c75ab4650a18215b3507949470981213",
+        "de75e872fef5b2c4d3556104d6f09b98f35459faee94874bfe14f5c3dcb06331",
+    ),
+    "fairseq/config/config.yaml": (
+        "227b78972526a850e12016e750742d43adb31adf51f8cf6811dd12825280f8c6",
+        "48e2723d36f4b2517dd392ca9a7783a7ae18b6c14741eb987acddd93ec8ee867",
+    ),
+    "fairseq/checkpoint_utils.py": (
+        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
+        "0dd2b537553723668ab21a374be0f21777ab43d0ab4e49ec278577b6e42907c6",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_baevski_gbw.yaml": (
+        "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
+        "330c5d14b77b2f240e8381c3814be92cd52f71561b75ca1fb69ba09f9d8f612a",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_baevski_wiki103.yaml": (
+        "e00ac4e30da64e4d475d6feb73ea7d62ea37fb172292da60699187097845681a",
+        "118b7d365024bc6e6b049e45d3d4e499b946b8027af42ca7005aef082e5766dc",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_big.yaml": (
+        "44ae206f69dabb3f0b8fd01eb60bfff6664fa4af1b2d6c48b3b3b860326d524e",
+        "b9aeea15764d85ee6a2be533a4c4690d48fb8609bf465cb28ff7d6868fb4cdc6",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gbw.yaml": (
+        "190b4ea56918a6df02e6c95a6003a108d106b92292d60187b528cffe4a511788",
+        "330c5d14b77b2f240e8381c3814be92cd52f71561b75ca1fb69ba09f9d8f612a",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt.yaml": (
+        "19b37a87ae8b51526559ca4e37a04d9c884427e39e82a68d343edd6c95635ad8",
+        "1c096a5afae7222ffe6983286e515f4f50a22c30cbd8902fe8b936ce584331e2",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_big.yaml": (
+        "ad0e94f6a36c8ff8cf0e7bde13af4c8aa8d3efbbb1bc61c90af69f30e30beeb8",
+        "580eb9526c1ee4fc01f4da0b1d366fe8304daff64e760ef1aa9fd8df7f371fc5",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_medium.yaml": (
+        "a1ee42a4281d103cf4cc0be5303a38b374a3df5124d9bf1c7fff587da7623997",
+        "917faa625a9037dbfced4e24b11a6314103535e7c57c13544d202bdad135f3be",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_gpt2_small.yaml": (
+        "d69e38dc28610f5ad4a418660909752533b3a471589eb3751188c4327e895e86",
+        "de7a741f4c5eef255e229a2485034e128dbd10945951a4571a20ea548b11cf59",
+    ),
+    "fairseq/config/model/transformer_lm/transformer_lm_wiki103.yaml": (
+        "e00ac4e30da64e4d475d6feb73ea7d62ea37fb172292da60699187097845681a",
+        "118b7d365024bc6e6b049e45d3d4e499b946b8027af42ca7005aef082e5766dc",
+    ),
+    "fairseq/config/model/wav2vec/vq_wav2vec_gumbel.yaml": (
+        "c8c559d5ead863a8035d575fa2015cc74d37361d29b6c3b4f30ed10ddcbb2499",
+        "2c6b5cf299eea4abbb50465e6cd4bf1a5e79003f2ced19e01399dfdea6689714",
+    ),
+    "fairseq/config/model/wav2vec2/wav2vec2_base.yaml": (
+        "e0dce91e66419f94b4495645c9d8745ef5791327eedcbb40398eeb567aca1ab7",
+        "8c13b92540c66a482671dea9a4d313ae039e8eab202c8c9641b173006586dbfb",
+    ),
+    "fairseq/config/model/wav2vec2/wav2vec2_large.yaml": (
+        "3247a2825dac7467b8a8d0ac55c545197e7ff524bbb2f06fcaeff9472733d692",
+        "6a1ce9a735e9c3ec4f603ccfa317f5058bd18c21bf2c03589dbc593e626c5693",
     ),
     "fairseq/modules/transformer_layer.py": (
         "593fb4d67ce8843932b4a6ad667403e4904ac77065144186bfb3526c91db0a4d",
@@ -278,10 +322,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/utils.py": (
         "43f3ad422fe10996e66c0bb80d8269b9cab0c810f10256143fd8d4979fff663b",
         "edd043e094951a387b48220ae41d6dd293d7be31a587dda064ecc606c8096cb9",
-    ),
-    "fairseq/checkpoint_utils.py": (
-        "fdfbefe5ef9016b1b40e196110e1a87d743cf3a73952711729b6677ea9b58a71",
-        "3496df92a009220b6b4a7274a25cdf0560599edc4adca201a975ff7b78ca3109",
     ),
     "fairseq/distributed/utils.py": (
         "f01e07f7f12c5e81c9b6ea1735e6b1dc45e43ed6e30fac5dc3844af3cd0d6205",
@@ -418,10 +458,6 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     "fairseq/optim/lr_scheduler/tri_stage_lr_scheduler.py": (
         "6edb4838ca94327d98b8d7a0925f8fffad2b744405be0bf4e20edb64247cd82a",
         "c921c3ce1b80848457f86ae869eb3f7afd4f8f5d8ebc99e3744b0b895c7e6ad9",
-    ),
-    "fairseq/dataclass/utils.py": (
-        "35ea1dce14e76e3412a04556a46bc5a2e93d0ff63cc96270bdaae62bf6b9feb8",
-        "beadbd4ec295d8358d9b77d93be9100c89ef5c048af049f34280a57576c473d6",
     ),
     "fairseq_cli/preprocess.py": (
         "989aa8fb0d2d426294e09cb43b33efb48607d49751cbb4e8296acad35e5b0c4a",

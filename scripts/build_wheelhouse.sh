@@ -1,31 +1,32 @@
 #!/usr/bin/env bash
 # Every dependency of this package as a wheel for one Python, so that a machine with no
 # network (a GPU box, often) installs it from a folder: fairseq 0.12.2 built from its sdist
-# with its compiled parts, this package, hydra-core, omegaconf, sacrebleu, sentencepiece,
-# subword-nmt, sacremoses, matplotlib, tqdm, torchaudio (fairseq requires it), the test
-# extras (pytest, pytest-xdist, hypothesis, filelock: scripts/gpu_check.sh runs the tests),
-# their own dependencies, and a pip older than 24.1 (newer ones refuse omegaconf 2.0.6's
-# metadata). Not torch: the target machine has its own (CUDA) build.
+# with its compiled parts, this package and its requirements (fairseq's run-time ones among
+# them: hydra-core, omegaconf, sacrebleu, bitarray, regex, tqdm; then sentencepiece,
+# subword-nmt, sacremoses, matplotlib), the test extras (pytest, pytest-xdist, hypothesis,
+# filelock: scripts/gpu_check.sh runs the tests) and their own dependencies. Not fairseq's own
+# pins (hydra-core 1.0, omegaconf 2.0: fairseq goes in with --no-deps, docs/install.md), not
+# torch: the target machine has its own (CUDA) build.
 #
 #   Command:   bash scripts/build_wheelhouse.sh --python python3.11 --out wheelhouse
 #   Hardware:  a machine with a package index, the chosen Python and a C++ compiler; on 2
-#              busy cores 5 min 40 s for Python 3.11 with the check, 3 min 20 s for 3.12
-#              with --no-check (47 wheels, 71-73 MB).
+#              busy cores 5 min for Python 3.11 with the check (41 wheels, 65 MB), 3 min
+#              20 s for 3.12 with --no-check (47 wheels, 71 MB, before hydra-core 1.3).
 #   Build:     fairseq's compiled parts are libbleu and two Cython data utilities (numpy's
 #              ABI). Its setup.py also compiles torch extensions (libbase, libnat) whenever it
 #              can import torch, but the 0.12.2 sdist lacks their sources, so such a build
 #              fails (ninja: fairseq/clib/libbase/balanced_assignment.cpp missing): fairseq is
 #              built here with --no-build-isolation in an environment with setuptools, wheel,
 #              Cython and numpy and without torch, and the other requirements are read from
-#              the two wheels' metadata, so no torch is downloaded to build.
+#              this package's wheel metadata, so no torch is downloaded to build.
 #   Check:     the end installs the folder offline into a fresh environment that first gets
 #              torch (--torch SPEC, default constraints.txt's; --torch-index URL for a CPU
 #              index) and imports the package; --no-check skips it. Python 3.12 and newer:
 #              PyPI's Linux torch is a CUDA build of gigabytes: give a CPU --torch-index or
 #              --no-check.
 #   Then, on the target (its CUDA torch already installed, Python of the same minor version):
-#              python -m pip install --no-index --find-links wheelhouse 'pip<24.1'
 #              python -m pip install --no-index --find-links wheelhouse 'fairseq-define[test]'
+#              python -m pip install --no-index --find-links wheelhouse --no-deps fairseq==0.12.2
 #              fairseq-define-patch-fairseq --apply
 #              bash scripts/gpu_check.sh --out gpu-check    (in a checkout, with the data root)
 #   Output:    OUT/*.whl and OUT/requirements.txt (the versions resolved for that Python).
@@ -67,10 +68,8 @@ BUILD="$(mktemp -d)"
 if [[ $KEEP == 1 ]]; then echo "build environment: $BUILD/venv"; else trap 'rm -rf "$BUILD"' EXIT; fi
 "$PY" -m venv "$BUILD/venv"
 VPY="$BUILD/venv/bin/python"
-# the venv's own pip stays: pip >= 24.1 refuses omegaconf 2.0.6 (the one fairseq 0.12.2 takes)
 pip_() { "$VPY" -m pip --disable-pip-version-check "$@"; }
 echo "==> build environment: $("$VPY" --version), pip $(pip_ --version | cut -d' ' -f2)"
-[[ "$(pip_ --version | cut -d' ' -f2 | cut -d. -f1)" -lt 24 ]] || pip_ install 'pip<24.1'
 
 # fairseq's build requirements (Python 3.12 venvs come without setuptools); no torch: above
 pip_ install setuptools wheel cython numpy
@@ -83,8 +82,8 @@ echo "==> this package"
 pip_ wheel --no-deps -w "$OUT" "$ROOT"
 
 echo "==> the dependencies, resolved for $("$VPY" --version)"
-# the requirements of both wheels (with the test extra), less torch and the two themselves;
-# pip wheel resolves them and their own dependencies for this Python
+# this package's requirements (with the test extra), less torch: they hold fairseq's run-time
+# ones, not fairseq's stale pins; pip wheel resolves them and their own dependencies here
 "$VPY" - "$OUT" > "$BUILD/requirements.in" <<'PYEOF'
 import sys, zipfile
 from pathlib import Path
@@ -92,7 +91,7 @@ from pip._vendor.packaging.requirements import Requirement
 
 skip = {"torch", "fairseq", "fairseq-define"}
 for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
-    if not wheel.name.startswith(("fairseq-", "fairseq_define-")):
+    if not wheel.name.startswith("fairseq_define-"):
         continue
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
@@ -105,7 +104,6 @@ for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
                     req.marker = None
                     print(req)
 PYEOF
-echo 'pip<24.1' >> "$BUILD/requirements.in"  # for the target's install (see the header)
 pip_ wheel -w "$OUT" -r "$BUILD/requirements.in"
 ls "$OUT"/*.whl | grep -i -E '/(torch|nvidia_|triton)-' && die "a wheel above requires torch: the target's own torch must serve it, remove it and its requirement"
 "$VPY" -c "
@@ -123,10 +121,10 @@ fi
 echo "==> check: an offline install from $OUT into a fresh environment"
 "$PY" -m venv "$BUILD/check"
 CPY="$BUILD/check/bin/python"
-"$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" 'pip<24.1' > /dev/null
 if [[ -n "$TORCH_INDEX" ]]; then "$CPY" -m pip install -q --index-url "$TORCH_INDEX" "$TORCH"; else "$CPY" -m pip install -q "$TORCH"; fi
-"$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" 'fairseq-define[test]' > "$BUILD/check.log" 2>&1 \
-  || { tail -20 "$BUILD/check.log" >&2; die "the wheelhouse does not install offline (log above)"; }
+{ "$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" 'fairseq-define[test]' &&
+  "$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" --no-deps fairseq==0.12.2; } \
+  > "$BUILD/check.log" 2>&1 || { tail -20 "$BUILD/check.log" >&2; die "the wheelhouse does not install offline (log above)"; }
 "$BUILD/check/bin/fairseq-define-patch-fairseq" --apply > /dev/null
 "$CPY" -c "import fairseq_define, fairseq.libbleu, fairseq.data.data_utils_fast" \
   || die "fairseq_define does not import in the checked environment"

@@ -2,10 +2,12 @@
 runtime modules are copied whole, checked by hash, repaired and removed."""
 
 import ast
+import importlib.metadata
 import importlib.util
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,7 +87,7 @@ def test_check_mode_fails_on_unpatched(pristine_copy, monkeypatch):
 def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     """A Python that finds an unpatched fairseq first gets one clear ImportError."""
     site = tmp_path / "site"
-    tops = {"fairseq": "fairseq", "fairseq_cli": "fairseq", "hydra": "hydra-core", "antlr4": "antlr4-python3-runtime"}
+    tops = {"fairseq": "fairseq", "fairseq_cli": "fairseq"}
     for top, dist in tops.items():
         shutil.copytree(fp.site_root(dist) / top, site / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     fp.apply({dist: site for dist in tops.values()}, reverse=True)
@@ -97,6 +99,45 @@ def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: fairseq_define:") and fp.APPLY_COMMAND in last
+
+
+@pytest.mark.parametrize("dist, version, named", [
+    ("fairseq", None, "pip install --no-deps fairseq==0.12.2"),
+    ("fairseq", "0.12.3", "pip install --no-deps fairseq==0.12.2"),
+    # fairseq's own pins: what pip < 24.1 installed with fairseq 0.12.2
+    ("hydra-core", "1.0.7", "'hydra-core>=1.3,<1.4'"),
+    ("omegaconf", "2.0.6", "'omegaconf>=2.3,<2.4'"),
+    ("omegaconf", "2.4.0", "'omegaconf>=2.3,<2.4'"),
+    ("hydra-core", None, "'hydra-core>=1.3,<1.4'"),
+])
+def test_versions_outside_the_tested_range_get_one_line(monkeypatch, dist, version, named):
+    """fairseq other than 0.12.2, or hydra-core/omegaconf outside the range the patched fairseq
+    runs on: one line naming the install command, before any file is read."""
+    real = importlib.metadata.version
+
+    def version_of(name):
+        if name != dist:
+            return real(name)
+        if version is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version
+
+    monkeypatch.setattr(importlib.metadata, "version", version_of)
+    with pytest.raises(fp.FairseqPatchError) as caught:
+        fp.check_versions()
+    message = str(caught.value)
+    assert "\n" not in message and named in message and dist in message
+
+
+def test_the_package_requires_the_config_libraries_the_patch_accepts():
+    """setup.py lists fairseq's run-time requirements (fairseq itself goes in with --no-deps):
+    its hydra-core and omegaconf ranges are the ones check_versions accepts."""
+    from packaging.requirements import Requirement
+
+    required = {r.name: r.specifier for r in map(Requirement, importlib.metadata.requires("fairseq-define"))}
+    assert "fairseq" not in required  # its metadata pins hydra-core 1.0 / omegaconf 2.0
+    for dist in fp.CONFIG_LIBRARIES:
+        assert required[dist] == Requirement(fp._requirement(dist).strip("'")).specifier
 
 
 @pytest.mark.parametrize("raised, line", [
@@ -168,9 +209,8 @@ def test_patched_packages_compile_without_warnings():
     import warnings
 
     found = []
-    for dist, top in (("fairseq", "fairseq"), ("fairseq", "fairseq_cli"), ("hydra-core", "hydra"),
-                      ("antlr4-python3-runtime", "antlr4")):
-        for path in sorted((fp.site_root(dist) / top).rglob("*.py")):
+    for top in ("fairseq", "fairseq_cli", "hydra", "omegaconf", "antlr4"):
+        for path in sorted(Path(importlib.util.find_spec(top).origin).parent.rglob("*.py")):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 compile(path.read_bytes(), str(path), "exec")

@@ -1,5 +1,5 @@
 """Python 3.11: a dataclass instance is no longer accepted as a field default (mutable
-default), so fairseq's and hydra's config dataclasses fail at import; they become
+default), so fairseq's config dataclasses fail at import; they become
 ``field(default_factory=...)``, and fairseq reads such defaults through the factory."""
 
 from typing import Sequence, Tuple
@@ -54,24 +54,6 @@ PATCHES = (
                 "    quant_noise: QuantNoiseConfig = field(default=QuantNoiseConfig())",
                 "    quant_noise: QuantNoiseConfig = field(default_factory=QuantNoiseConfig)",
             ),
-        ),
-    ),
-    FilePatch(
-        "hydra-core",
-        "hydra/conf/__init__.py",
-        "Python 3.11: dataclass instances as field defaults",
-        _default_factory_edits(
-            [
-                "        override_dirname: OverrideDirname = OverrideDirname()",
-                "    config: JobConfig = JobConfig()",
-                "    run: RunDir = RunDir()",
-                "    sweep: SweepDir = SweepDir()",
-                "    help: HelpConf = HelpConf()",
-                "    hydra_help: HydraHelpConf = HydraHelpConf()",
-                "    overrides: OverridesConf = OverridesConf()",
-                "    job: JobConf = JobConf()",
-                "    runtime: RuntimeConf = RuntimeConf()",
-            ]
         ),
     ),
     FilePatch(

@@ -18,7 +18,7 @@ __all__ = ["check_precision_device"]
 def check_precision_device(cfg):
     """One line for a precision the device of this run cannot train in (``cfg``: fairseq-train's
     config; fairseq's trainer uses CUDA where it is available and --cpu is not given)."""
-    common = cfg.common
+    common = cfg.get("common", None)  # omegaconf >= 2.1: a missing group raises, not None
     cpu = bool(getattr(common, "cpu", False))
     on_cuda = torch.cuda.is_available() and not cpu and not getattr(common, "tpu", False)
     where = "this run is on the CPU (--cpu)" if cpu else "this machine has no CUDA GPU"
