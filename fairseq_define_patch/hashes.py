@@ -97,7 +97,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_processes.py": (
         None,
-        "0719813d7f819bf6a47acfb00c8ac723398626d12153d3e5d8c67c974c7c1906",
+        "65ec899dea0acf9d9b97017169149080555c28994ed7f78f754dc2dbaffb9fd5",
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
@@ -113,7 +113,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
-        "a605119ae6c856e7d777bbc4a10dfe5052d2f1833cc5e875a7396b65dd65be2b",
+        "9090434ad24836dbc170a4fe2f63449884afb8891228fde2ef44ab875d854cfe",
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,

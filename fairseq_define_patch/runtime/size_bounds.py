@@ -24,7 +24,6 @@ SIZE_BOUNDS = {
     # the fairseq-define plugin's: the DeFINE unit (Mehta et al., 2020)
     "define_width": (65_536, "n, k, m of the DeFINE unit: 64 times the paper's widest layer (k = 1024)"),
     "define_depth": (64, "N, the DeFINE unit's Expand layers: the paper's deepest unit has N = 11 (Table 1a)"),
-    "row_bucket": (1 << 20, "the rows a unit pads to (the benchmarks' set_unit_run row_bucket): 256 times the paper's 4,096 tokens a GPU"),
     "vocabulary": (10_000_000, "a vocabulary fairseq-define-params counts (WikiText-103 has 267,735 types)"),
 }
 
