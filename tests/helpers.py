@@ -160,10 +160,10 @@ def run_in_process(*cmd, check=True, env=None):
     ``sys.argv`` set, its logging and printed output (stdout and stderr) captured as the
     CompletedProcess's stdout. It saves the start of a process (torch, fairseq and its tasks,
     seconds each time); for runs where a subprocess proves nothing more. The state fairseq
-    leaves behind is put back: argv, the loggers' handlers and the root's level, the torch thread
-    count, the random generators and the variables of ``env``. Each command keeps tests on its
-    real entry point (run_cli): a process's exit code, tracebacks and warnings at import,
-    the excepthook of the patch."""
+    leaves behind is put back: argv, the loggers' handlers and the root's level, the torch
+    thread count, the random generators, the best loss kept on fairseq's functions and the
+    variables of ``env``. Each command keeps tests on its real entry point (run_cli): a
+    process's exit code, tracebacks and warnings at import, the excepthook of the patch."""
     import contextlib
     import importlib
     import io
@@ -171,8 +171,15 @@ def run_in_process(*cmd, check=True, env=None):
     import random
 
     import numpy as np
+    from fairseq import checkpoint_utils
 
     module = importlib.import_module(IN_PROCESS[cmd[0]])
+    # fairseq keeps the best validation loss (and --patience's count) on functions: a fresh
+    # run starts without them
+    functions = (checkpoint_utils.save_checkpoint, getattr(module, "should_stop_early", None))
+    kept = [(f, f.__dict__.copy()) for f in functions if f is not None]
+    for f, _ in kept:
+        f.__dict__.clear()
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)  # fairseq's format (fairseq_cli/train.py)
     handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S"))
@@ -195,6 +202,9 @@ def run_in_process(*cmd, check=True, env=None):
             except SystemExit as e:  # argparse and the tools' own exits
                 returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
     finally:
+        for f, attributes in kept:
+            f.__dict__.clear()
+            f.__dict__.update(attributes)
         root.removeHandler(handler)
         for logger in [root, *(logging.getLogger(name) for name in list(logging.root.manager.loggerDict))]:
             for added in [h for h in logger.handlers if h not in handlers.get(id(logger), [])]:
