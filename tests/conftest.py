@@ -13,7 +13,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
-from .helpers import CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, TINY_TIED, USER_DIR, head, made_once, run_cli  # noqa: E402
+from .helpers import (CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, TINY_TIED, USER_DIR, head, made_once,  # noqa: E402
+                      run_cli, run_in_process)
 
 
 # Tests that start fairseq's command-line tools or a recipe are marked ``cli`` (pytest.ini):
@@ -103,10 +104,10 @@ def trained(wmt_bin, tmp_path_factory):
 def train_tiny_transformer(wmt_bin):
     ckpt = wmt_bin / "ckpt"
     shutil.rmtree(ckpt, ignore_errors=True)  # a failed build of another worker
-    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                  *TINY, *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3",
-                  "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
-                  "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
+    out = run_in_process("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR,
+                         "--arch", "define_transformer_tiny", *TINY, *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3",
+                         "--max-tokens", "1500", "--max-update", "12", "--save-dir", ckpt, "--cpu",
+                         "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "4", "--seed", "3")
     assert "parameters (paper's distribution): define_transformer_tiny: DeFINE" in out.stdout
     losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", out.stdout)]
     assert losses and all(l == l for l in losses)  # finite
@@ -122,6 +123,6 @@ def wt2_bin(tmp_path_factory, shared_data):
     head(wt2 / "wiki.train.tokens", d / "train.txt", 0, 1500)
     head(wt2 / "wiki.valid.tokens", d / "valid.txt", 0, 150)
     head(wt2 / "wiki.test.tokens", d / "test.txt", 0, 60)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
+    run_in_process("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref",
+                   d / "valid.txt", "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
     return d / "bin"

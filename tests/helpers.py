@@ -149,6 +149,84 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     return proc
 
 
+# the console scripts run_in_process runs through their cli_main (setup.py of fairseq 0.12.2)
+IN_PROCESS = {"fairseq-train": "fairseq_cli.train", "fairseq-generate": "fairseq_cli.generate",
+              "fairseq-validate": "fairseq_cli.validate", "fairseq-eval-lm": "fairseq_cli.eval_lm",
+              "fairseq-preprocess": "fairseq_cli.preprocess"}
+
+
+def run_in_process(*cmd, check=True, env=None):
+    """:func:`run_cli` inside the test's own process: the console script's ``cli_main`` with
+    ``sys.argv`` set, its logging and printed output (stdout and stderr) captured as the
+    CompletedProcess's stdout. It saves the start of a process (torch, fairseq and its tasks,
+    seconds each time); for runs where a subprocess proves nothing more. The state fairseq
+    leaves behind is put back: argv, the loggers' handlers and the root's level, the torch
+    thread count, the random generators, the best loss kept on fairseq's functions and the
+    variables of ``env``. Each command keeps tests on its real entry point (run_cli): a
+    process's exit code, tracebacks and warnings at import, the excepthook of the patch."""
+    import contextlib
+    import importlib
+    import io
+    import logging
+    import random
+
+    import numpy as np
+    from fairseq import checkpoint_utils
+
+    module = importlib.import_module(IN_PROCESS[cmd[0]])
+    # fairseq keeps the best validation loss (and --patience's count) on functions: a fresh
+    # run starts without them
+    functions = (checkpoint_utils.save_checkpoint, getattr(module, "should_stop_early", None))
+    kept = [(f, f.__dict__.copy()) for f in functions if f is not None]
+    for f, _ in kept:
+        f.__dict__.clear()
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)  # fairseq's format (fairseq_cli/train.py)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S"))
+    root = logging.getLogger()
+    loggers = [root, *(logging.getLogger(name) for name in list(logging.root.manager.loggerDict))]
+    handlers = {id(logger): list(logger.handlers) for logger in loggers}  # preprocess adds a file's
+    saved = (sys.argv, root.level, torch.get_num_threads(), torch.random.get_rng_state(), np.random.get_state(),
+             random.getstate(), {k: os.environ.get(k) for k in env or {}})
+    returncode = 0
+    try:
+        sys.argv = [cmd[0], *map(str, cmd[1:])]
+        os.environ.update(env or {})
+        if env and "OMP_NUM_THREADS" in env:
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            try:
+                module.cli_main()
+            except SystemExit as e:  # argparse and the tools' own exits
+                returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        for f, attributes in kept:
+            f.__dict__.clear()
+            f.__dict__.update(attributes)
+        root.removeHandler(handler)
+        for logger in [root, *(logging.getLogger(name) for name in list(logging.root.manager.loggerDict))]:
+            for added in [h for h in logger.handlers if h not in handlers.get(id(logger), [])]:
+                logger.removeHandler(added)
+                added.close()
+        sys.argv, level, threads, torch_rng, np_rng, py_rng, variables = saved
+        root.setLevel(level)
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(torch_rng)
+        np.random.set_state(np_rng)
+        random.setstate(py_rng)
+        for k, v in variables.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    proc = subprocess.CompletedProcess(cmd, returncode, buffer.getvalue())
+    if check and returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} exited {returncode}\n--- output\n{proc.stdout[-6000:]}")
+    return proc
+
+
 USER_DIR = str(ROOT / "fairseq_define")
 TINY = ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
         "--decoder-ffn-embed-dim", "128", "--encoder-layers", "2", "--decoder-layers", "2",
@@ -173,8 +251,8 @@ def binarize_ptb_slice(d, train_lines, valid_lines):
     language model in ``d / "bin"``; returns that folder."""
     head(ptb_style("train"), d / "train.txt", 0, train_lines)
     head(ptb_style("valid"), d / "valid.txt", 0, valid_lines)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--destdir", d / "bin", "--workers", "1")
+    run_in_process("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref",
+                   d / "valid.txt", "--destdir", d / "bin", "--workers", "1")
     return d / "bin"
 
 

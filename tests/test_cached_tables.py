@@ -10,7 +10,7 @@ from fairseq_define.modules import DefineEmbedding, cache_define_tables
 from fairseq_define.modules.define.config import DefineConfigError
 from fairseq_define.modules.define.embedding import set_unit_run
 
-from .helpers import USER_DIR, define_options, model_map, run_cli, subprocess_run_interactive
+from .helpers import USER_DIR, define_options, model_map, run_cli, run_in_process, subprocess_run_interactive
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -79,8 +79,9 @@ def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained,
     assert not any(".unit." in k for k in state["model"]) and any("cached_table" in k for k in state["model"])
 
     def gen(path, *extra):
-        return run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", path, "--gen-subset", "test",
-                       "--beam", "3", "--max-len-b", "20", "--batch-size", "16", "--cpu", *extra).stdout
+        return run_in_process("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", path,
+                              "--gen-subset", "test", "--beam", "3", "--max-len-b", "20", "--batch-size", "16",
+                              "--cpu", *extra).stdout
 
     base = hypotheses(gen(ckpt))
     for result in (hypotheses(gen(cached)), hypotheses(gen(ckpt, "--model-overrides", "{'define_cache_on_load': True}"))):
@@ -152,6 +153,7 @@ def test_compressed_checkpoint_translates(wmt_bin, trained, tmp_path):
     compressed = tmp_path / "compressed.pt"
     run_cli("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", compressed,
             "--data", wmt_bin / "bin", "--refine-rounds", "3")
-    out = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", compressed, "--gen-subset",
-                  "test", "--beam", "3", "--max-len-b", "20", "--batch-size", "16", "--cpu").stdout
+    out = run_in_process("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", compressed,
+                         "--gen-subset", "test", "--beam", "3", "--max-len-b", "20", "--batch-size", "16",
+                         "--cpu").stdout
     assert "stored as compositional codes" in out and len(hypotheses(out)) == 40

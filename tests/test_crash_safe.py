@@ -12,7 +12,7 @@ import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
 
-from .helpers import BIN, TINY, USER_DIR, binarize_ptb_slice, run_cli
+from .helpers import BIN, TINY, USER_DIR, binarize_ptb_slice, run_in_process
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -61,7 +61,7 @@ def references(wmt_bin, lm_bin, tmp_path_factory):
     out = {}
     for name, make in (("nmt", lambda d: nmt_args(wmt_bin, d)), ("lm", lambda d: lm_args(lm_bin, d))):
         d = tmp_path_factory.mktemp(f"ref_{name}")
-        run_cli("fairseq-train", *make(d))
+        run_in_process("fairseq-train", *make(d))  # the killed runs are processes; the rest need none
         out[name] = final_params(d)
     return out
 
@@ -79,7 +79,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(model, fault, wmt_bin
     assert last["optimizer_history"][-1]["num_updates"] == 4
     if fault != "update:6":
         assert any(p.name.endswith(".tmp") for p in save.iterdir())  # the half-written file
-    run_cli("fairseq-train", *make(save))
+    run_in_process("fairseq-train", *make(save))
     resumed, reference = final_params(save), references[model]
     assert resumed.keys() == reference.keys()
     for k in reference:

@@ -26,7 +26,7 @@ from fairseq_define.modules.define.config import DEFAULT_DEFINE_STYLE
 from fairseq_define.modules.define.embedding import set_unit_run
 from fairseq_define.tools import params
 
-from .helpers import USER_DIR, define_cfg, define_options, model_map, run_cli
+from .helpers import USER_DIR, define_cfg, define_options, model_map, run_cli, run_in_process
 
 # (n, k, N, m): the NMT unit (Table 3) and Table 1a R3 / R4 / R5
 PAPER_SHAPES = {"nmt": (128, 1024, 3, 512), "r3": (256, 1024, 3, 256), "r4": (384, 1024, 7, 384),
@@ -443,10 +443,10 @@ def test_lstm_and_transformer_xl_build_the_authors_unit():
 @pytest.fixture(scope="module")
 def authors_nmt(wmt_bin, tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("authors_nmt")
-    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                  "--define-style", "authors", "--define-dropout", "0.1", "--share-all-embeddings",
-                  "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "3",
-                  "--save-dir", ckpt, "--cpu", "--no-epoch-checkpoints", "--log-format", "simple", "--seed", "3")
+    out = run_in_process("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+                         "--define-style", "authors", "--define-dropout", "0.1", "--share-all-embeddings",
+                         "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "3",
+                         "--save-dir", ckpt, "--cpu", "--no-epoch-checkpoints", "--log-format", "simple", "--seed", "3")
     assert "define_transformer_tiny: DeFINE" in out.stdout and "num_updates 3" in out.stdout
     return ckpt
 
@@ -459,10 +459,11 @@ def test_nmt_authors_style_scores_the_same_with_cached_tables(wmt_bin, authors_n
     from fairseq_define.models.define_transformer import DefineTransformerModel
 
     gen = ["--user-dir", USER_DIR, "--gen-subset", "test", "--score-reference", "--max-sentences", "8", "--cpu"]
-    live = run_cli("fairseq-generate", wmt_bin / "bin", "--path", authors_nmt / "checkpoint_last.pt", *gen).stdout
+    live = run_in_process("fairseq-generate", wmt_bin / "bin", "--path", authors_nmt / "checkpoint_last.pt",
+                          *gen).stdout
     run_cli("fairseq-define-cache-tables", "--path", authors_nmt / "checkpoint_last.pt", "--output", tmp_path / "c.pt",
             "--data", wmt_bin / "bin")
-    cached = run_cli("fairseq-generate", wmt_bin / "bin", "--path", tmp_path / "c.pt", *gen).stdout
+    cached = run_in_process("fairseq-generate", wmt_bin / "bin", "--path", tmp_path / "c.pt", *gen).stdout
 
     def positional(out):
         return {int(i): [float(x) for x in scores.split()] for i, scores in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}

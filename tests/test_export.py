@@ -17,7 +17,7 @@ from fairseq_define.models.stock_form import NotExportable, export_state
 
 from .helpers import (
     TINY, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,
-    snapshot, tiny_lm, tiny_lstm, tiny_model,
+    run_in_process, snapshot, tiny_lm, tiny_lstm, tiny_model,
 )
 
 # -- in process: every output form, sharing and unit style, live and cached ----------------
@@ -207,12 +207,13 @@ def train_nmt(wmt_bin, folder, name):
     data = wmt_bin / "bin"
     if "separate" in name:
         data = folder / "bin"
-        run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", wmt_bin / "train.bpe", "--validpref",
-                wmt_bin / "valid.bpe", "--testpref", wmt_bin / "test.bpe", "--destdir", data, "--workers", "1")
-    run_cli("fairseq-train", data, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY, *NMT_RUNS[name],
-            "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "12", "--save-dir",
-            folder / "ckpt", "--cpu", "--no-epoch-checkpoints", "--disable-validation", "--log-format", "simple",
-            "--seed", "3")
+        run_in_process("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", wmt_bin / "train.bpe",
+                       "--validpref", wmt_bin / "valid.bpe", "--testpref", wmt_bin / "test.bpe", "--destdir", data,
+                       "--workers", "1")
+    run_in_process("fairseq-train", data, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
+                   *NMT_RUNS[name], "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "12",
+                   "--save-dir", folder / "ckpt", "--cpu", "--no-epoch-checkpoints", "--disable-validation",
+                   "--log-format", "simple", "--seed", "3")
     return str(data), str(folder / "ckpt" / "checkpoint_last.pt")
 
 
@@ -238,7 +239,7 @@ def nmt_export(request, wmt_bin, trained, tmp_path_factory):
 def test_stock_fairseq_generate_gives_the_same_translations_without_the_plugin(nmt_export):
     data, ckpt, out, log = nmt_export
     assert f"wrote {out}: fairseq's transformer, loads without --user-dir" in log
-    plugin = run_cli("fairseq-generate", data, "--user-dir", USER_DIR, "--path", ckpt, *GENERATE).stdout
+    plugin = run_in_process("fairseq-generate", data, "--user-dir", USER_DIR, "--path", ckpt, *GENERATE).stdout
     stock = run_cli("fairseq-generate", data, "--path", out, *GENERATE).stdout  # no --user-dir
     base, got = hypotheses(plugin), hypotheses(stock)
     assert len(base) == 40 and got.keys() == base.keys()
@@ -246,8 +247,8 @@ def test_stock_fairseq_generate_gives_the_same_translations_without_the_plugin(n
         assert got[i][1] == base[i][1]
         assert abs(got[i][0] - base[i][0]) <= 1e-4
     # the reference translations scored token by token: the whole distribution, not only its argmax
-    plugin = positional(run_cli("fairseq-generate", data, "--user-dir", USER_DIR, "--path", ckpt, *GENERATE,
-                                "--score-reference").stdout)
+    plugin = positional(run_in_process("fairseq-generate", data, "--user-dir", USER_DIR, "--path", ckpt, *GENERATE,
+                                       "--score-reference").stdout)
     stock = positional(run_cli("fairseq-generate", data, "--path", out, *GENERATE, "--score-reference").stdout)
     assert len(plugin) == 40 and stock.keys() == plugin.keys()
     for i in plugin:  # P- lines print 4 decimals: the two roundings may add 1e-4
@@ -329,7 +330,7 @@ def lm_runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("export_lm")
     binarize_ptb_slice(d, 300, 30)
     for name, flags in LM_RUNS.items():
-        run_cli("fairseq-train", d / "bin", *LM_COMMON, *flags, "--save-dir", d / name)
+        run_in_process("fairseq-train", d / "bin", *LM_COMMON, *flags, "--save-dir", d / name)
     return d
 
 
@@ -341,8 +342,8 @@ def test_stock_fairseq_eval_lm_gives_the_same_loss_without_the_plugin(lm_runs, n
     assert f"fairseq's {name}, loads without --user-dir" in log
     common = ["--gen-subset", "valid", "--task", "language_modeling", "--tokens-per-sample", "16", "--batch-size", "4",
               "--cpu"]
-    plugin = result(run_cli("fairseq-eval-lm", lm_runs / "bin", "--user-dir", USER_DIR, "--path",
-                            lm_runs / name / "checkpoint_last.pt", *common).stdout)
+    plugin = result(run_in_process("fairseq-eval-lm", lm_runs / "bin", "--user-dir", USER_DIR, "--path",
+                                   lm_runs / name / "checkpoint_last.pt", *common).stdout)
     stock = result(run_cli("fairseq-eval-lm", lm_runs / "bin", "--path", out, *common).stdout)
     assert stock[0] == plugin[0] > 100 and abs(stock[1] - plugin[1]) <= 1e-4
 

@@ -17,7 +17,7 @@ import torch
 from fairseq import search
 from fairseq.sequence_generator import SequenceGenerator
 
-from .helpers import ADAPTIVE, USER_DIR, binarize_ptb_slice, run_cli, tiny_lm, tiny_lstm, tiny_model
+from .helpers import ADAPTIVE, USER_DIR, binarize_ptb_slice, run_in_process, tiny_lm, tiny_lstm, tiny_model
 
 
 def sharpened(model):
@@ -153,7 +153,7 @@ def lm_checkpoints(tmp_path_factory):
     d = tmp_path_factory.mktemp("lm_gen")
     binarize_ptb_slice(d, 300, 3)
     for name, arch in ARCHS.items():
-        run_cli("fairseq-train", d / "bin", *COMMON, *arch, "--save-dir", d / name)
+        run_in_process("fairseq-train", d / "bin", *COMMON, *arch, "--save-dir", d / name)
     return d
 
 
@@ -204,7 +204,7 @@ def test_fairseq_generate_beam_search_on_the_language_modeling_task(name, lm_che
     d = lm_checkpoints
     lm = load(name, d)
     model, vocab = lm.models[0], lm.task.source_dictionary
-    out = generated(run_cli(
+    out = generated(run_in_process(
         "fairseq-generate", d / "bin", "--user-dir", USER_DIR, "--task", "language_modeling",
         "--path", d / name / "checkpoint_last.pt", "--gen-subset", "valid", "--cpu", "--batch-size", "1",
         "--sample-break-mode", "eos", "--tokens-per-sample", "512", "--beam", "3", "--nbest", "3",

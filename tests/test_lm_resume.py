@@ -16,7 +16,7 @@ from fairseq.data import Dictionary
 from fairseq_define.models.define_lm import StreamStateDecoder
 from fairseq_define.tasks.contiguous_lm import ContiguousStreamDataset, StreamBatchIterator, training_rows
 
-from .helpers import USER_DIR, binarize_ptb_slice, run_cli
+from .helpers import USER_DIR, binarize_ptb_slice, run_in_process
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -41,8 +41,9 @@ def ptb_bin(tmp_path_factory):
 
 
 def train(ptb_bin, model, save_dir, *extra):
-    # one thread: a tiny model on a shared machine runs an order of magnitude faster
-    return run_cli("fairseq-train", ptb_bin, *COMMON, *MODELS[model], "--save-dir", save_dir, *extra,
+    # in process: fairseq-train's own start is tested elsewhere (test_cli_end_to_end.py); one
+    # thread: a tiny model on a shared machine runs an order of magnitude faster
+    return run_in_process("fairseq-train", ptb_bin, *COMMON, *MODELS[model], "--save-dir", save_dir, *extra,
                    env={"OMP_NUM_THREADS": "1"}).stdout
 
 

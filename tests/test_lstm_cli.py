@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from .helpers import USER_DIR, head, ptb_style, run_cli, target_scores
+from .helpers import USER_DIR, head, ptb_style, run_cli, run_in_process, target_scores
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -26,8 +26,8 @@ def ptb_bin(tmp_path_factory):
     head(ptb_style("train"), d / "train.txt", 0, 600)
     head(ptb_style("valid"), d / "valid.txt", 0, 80)
     head(ptb_style("test"), d / "test.txt", 0, 80)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref", d / "valid.txt",
-            "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
+    run_in_process("fairseq-preprocess", "--only-source", "--trainpref", d / "train.txt", "--validpref",
+                   d / "valid.txt", "--testpref", d / "test.txt", "--destdir", d / "bin", "--workers", "1")
     return d / "bin"
 
 
@@ -35,15 +35,16 @@ def ptb_bin(tmp_path_factory):
 def awd_trained(ptb_bin, tmp_path_factory):
     """3 epochs of AWD-LSTM training; NT-ASGD averages from the first validation on."""
     ckpt = tmp_path_factory.mktemp("lstm_ckpt")
-    out = run_cli("fairseq-train", ptb_bin, *LSTM, *AWD, "--nonmono", "0", "--batch-size", "8",
-                  "--max-epoch", "3", "--save-dir", ckpt).stdout
+    out = run_in_process("fairseq-train", ptb_bin, *LSTM, *AWD, "--nonmono", "0", "--batch-size", "8",
+                         "--max-epoch", "3", "--save-dir", ckpt).stdout
     return ckpt, out
 
 
 def eval_lm(ptb_bin, ckpt, *extra, check=True):
     path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
-    return run_cli("fairseq-eval-lm", ptb_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
-                   "--path", path, "--gen-subset", "valid", *extra, check=check)
+    run = run_in_process if check else run_cli  # a refusal's exit code and message need the process
+    return run("fairseq-eval-lm", ptb_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
+               "--path", path, "--gen-subset", "valid", *extra, check=check)
 
 
 def loss_base2(out):
@@ -93,9 +94,9 @@ def test_resume_after_the_switch_is_exact(ptb_bin, tmp_path):
     epoch 3 logs the same losses as an uninterrupted run."""
     args = [ptb_bin, *LSTM, *AWD, "--nonmono", "0", "--batch-size", "8", "--dropout", "0", "--dropout-hidden", "0",
             "--dropout-input", "0", "--dropout-embedding", "0", "--weight-drop", "0"]
-    full = run_cli("fairseq-train", *args, "--max-epoch", "3", "--save-dir", tmp_path / "full").stdout
-    run_cli("fairseq-train", *args, "--max-epoch", "2", "--save-dir", tmp_path / "split")
-    resumed = run_cli("fairseq-train", *args, "--max-epoch", "3", "--save-dir", tmp_path / "split").stdout
+    full = run_in_process("fairseq-train", *args, "--max-epoch", "3", "--save-dir", tmp_path / "full").stdout
+    run_in_process("fairseq-train", *args, "--max-epoch", "2", "--save-dir", tmp_path / "split")
+    resumed = run_in_process("fairseq-train", *args, "--max-epoch", "3", "--save-dir", tmp_path / "split").stdout
     assert "Loaded checkpoint" in resumed
 
     def epoch3(out):
@@ -115,10 +116,10 @@ def test_nt_asgd_schedule_needs_its_optimizer(ptb_bin, tmp_path):
 
 def test_a_table_architecture_trains_through_fairseq_train(ptb_bin, tmp_path):
     """Table 1a R4 at full size (4 x 1024 LSTM, N=7 DeFINE), cutoffs fitted to the slice."""
-    out = run_cli("fairseq-train", ptb_bin, *LSTM[:5], "define_lstm_wt103_r4_define_n384", *LSTM[6:],
-                  "--adaptive-cutoff", "500,1000", "--criterion", "projected_adaptive_loss", "--optimizer", "sgd",
-                  "--lr", "1", "--batch-size", "2", "--max-update", "2", "--disable-validation",
-                  "--save-dir", tmp_path).stdout
+    out = run_in_process("fairseq-train", ptb_bin, *LSTM[:5], "define_lstm_wt103_r4_define_n384", *LSTM[6:],
+                         "--adaptive-cutoff", "500,1000", "--criterion", "projected_adaptive_loss",
+                         "--optimizer", "sgd", "--lr", "1", "--batch-size", "2", "--max-update", "2", "--disable-validation",
+                         "--save-dir", tmp_path).stdout
     assert "define_lstm_wt103_r4_define_n384: DeFINE 4.6" in out and "num_updates 2" in out
 
 
@@ -167,10 +168,10 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(ptb_bin, awd_trained, t
 def test_authors_style_trains_evaluates_and_caches(ptb_bin, tmp_path):
     """The authors' unit in an LSTM LM through fairseq-train, fairseq-eval-lm and the cache
     tool: the cached checkpoint evaluates to the same loss."""
-    out = run_cli("fairseq-train", ptb_bin, *LSTM, "--define-transform", "define", "--define-style", "authors",
-                  "--define-dropout", "0.1", "--criterion", "projected_adaptive_loss", "--optimizer", "adam",
-                  "--lr", "3e-3", "--batch-size", "8", "--max-update", "8", "--disable-validation",
-                  "--save-dir", tmp_path).stdout
+    out = run_in_process("fairseq-train", ptb_bin, *LSTM, "--define-transform", "define", "--define-style", "authors",
+                         "--define-dropout", "0.1", "--criterion", "projected_adaptive_loss", "--optimizer", "adam",
+                         "--lr", "3e-3", "--batch-size", "8", "--max-update", "8", "--disable-validation",
+                         "--save-dir", tmp_path).stdout
     assert re.search(r"define_lstm_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 8" in out
     run_cli("fairseq-define-cache-tables", "--path", tmp_path / "checkpoint_last.pt", "--output", tmp_path / "c.pt")
     base = loss_base2(eval_lm(ptb_bin, tmp_path, "--batch-size", "8").stdout)

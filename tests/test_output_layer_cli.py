@@ -11,7 +11,7 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .helpers import TINY, USER_DIR, made_once, run_cli, subprocess_run_interactive
+from .helpers import TINY, USER_DIR, made_once, run_cli, run_in_process, subprocess_run_interactive
 
 # untied: a table per side and the paper's d-wide output layer; tied_unit: one shared embedding
 FORMS = {"untied": [], "tied_unit": ["--share-all-embeddings"]}
@@ -32,11 +32,12 @@ def run_dir(request, wmt_bin, tmp_path_factory):
     form = request.param
 
     def train(folder):
-        out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                      *TINY, "--define-output-layer", form, *FORMS[form], "--optimizer", "adam", "--lr", "1e-3",
-                      "--max-tokens", "1500", "--max-update", "8", "--save-dir", folder, "--cpu",
-                      "--save-interval-updates", "4", "--no-epoch-checkpoints", "--log-format", "simple",
-                      "--log-interval", "4", "--seed", "3").stdout
+        out = run_in_process("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR,
+                             "--arch", "define_transformer_tiny", *TINY, "--define-output-layer", form, *FORMS[form],
+                             "--optimizer", "adam", "--lr", "1e-3",
+                             "--max-tokens", "1500", "--max-update", "8", "--save-dir", folder, "--cpu",
+                             "--save-interval-updates", "4", "--no-epoch-checkpoints", "--log-format", "simple",
+                             "--log-interval", "4", "--seed", "3").stdout
         return str(folder), out
 
     folder, out = made_once(tmp_path_factory, f"form_{form}", train)
@@ -44,8 +45,9 @@ def run_dir(request, wmt_bin, tmp_path_factory):
 
 
 def generate(wmt_bin, path, *extra):
-    return run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", path, "--gen-subset", "test",
-                   "--beam", "2", "--max-len-b", "15", "--batch-size", "20", "--cpu", *extra).stdout
+    return run_in_process("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", path,
+                          "--gen-subset", "test", "--beam", "2", "--max-len-b", "15", "--batch-size", "20", "--cpu",
+                          *extra).stdout
 
 
 def test_training_logs_the_form_and_its_parameters(run_dir):

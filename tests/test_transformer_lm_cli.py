@@ -11,7 +11,7 @@ import re
 import pytest
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli
+from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, run_in_process
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -37,16 +37,17 @@ def trained(wt2_bin, tmp_path_factory):  # noqa: F811
     d = tmp_path_factory.mktemp("tlm")
     runs = {}
     for name, flags in MODELS.items():
-        out = run_cli("fairseq-train", wt2_bin, *COMMON, *flags, "--batch-size", "8", "--max-update", "30",
-                      "--save-dir", d / name).stdout
+        out = run_in_process("fairseq-train", wt2_bin, *COMMON, *flags, "--batch-size", "8", "--max-update", "30",
+                             "--save-dir", d / name).stdout
         assert re.search(r"parameters \(paper's distribution\): define_transformer_lm_tiny: DeFINE 0\.0[1-9]M", out)
         runs[name] = d / name, float(re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", out)[-1])
     return runs
 
 
 def eval_lm(data, path, *extra):
-    return result(run_cli("fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", path, "--gen-subset", "valid",
-                          "--tokens-per-sample", "32", "--batch-size", "4", "--cpu", *extra).stdout)
+    return result(run_in_process("fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", path,
+                                 "--gen-subset", "valid", "--tokens-per-sample", "32", "--batch-size", "4", "--cpu",
+                                 *extra).stdout)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_two_processes_equal_one_process_with_update_freq_2(wt2_bin, tmp_path): 
     dist = run_cli("torchrun", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
                    BIN / "fairseq-train", *common, "--save-dir", tmp_path / "d", "--distributed-backend", "gloo",
                    timeout=900).stdout
-    single = run_cli("fairseq-train", *common, "--update-freq", "2", "--save-dir", tmp_path / "s").stdout
+    single = run_in_process("fairseq-train", *common, "--update-freq", "2", "--save-dir", tmp_path / "s").stdout
     d, s = losses(dist), losses(single)
     assert sorted(d) == sorted(s) == [1, 2, 3]
     for u in d:

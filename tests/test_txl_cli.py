@@ -9,7 +9,8 @@ from argparse import Namespace
 import pytest
 import torch
 
-from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, target_scores
+from .helpers import (BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, run_in_process,
+                      target_scores)
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -22,7 +23,7 @@ TXL = ["--user-dir", USER_DIR, "--task", "contiguous_lm", "--arch", "define_txl_
 @pytest.fixture(scope="session")
 def txl_trained(wt2_bin, tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("txl_ckpt")
-    out = run_cli("fairseq-train", wt2_bin, *TXL, "--batch-size", "8", "--max-update", "60", "--save-dir", ckpt)
+    out = run_in_process("fairseq-train", wt2_bin, *TXL, "--batch-size", "8", "--max-update", "60", "--save-dir", ckpt)
     assert "parameters (paper's distribution): define_txl_tiny: DeFINE 0.00M" in out.stdout
     assert "train: 8 streams per GPU" in out.stdout
     valid = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", out.stdout)
@@ -31,8 +32,9 @@ def txl_trained(wt2_bin, tmp_path_factory):
 
 
 def eval_lm(wt2_bin, ckpt, *extra, check=True):
-    return run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
-                   "--path", ckpt / "checkpoint_last.pt", "--gen-subset", "valid", *extra, check=check)
+    run = run_in_process if check else run_cli  # a refusal's exit code and message need the process
+    return run("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
+               "--path", ckpt / "checkpoint_last.pt", "--gen-subset", "valid", *extra, check=check)
 
 
 def test_eval_lm_perplexity_does_not_depend_on_batch_size(wt2_bin, txl_trained):
@@ -65,9 +67,9 @@ def test_eval_lm_refuses_context_window_with_a_clear_error(wt2_bin, txl_trained)
 def test_define_txl_trains_and_resumes(wt2_bin, tmp_path):
     args = [wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
             "--max-tokens", "64", "--save-dir", tmp_path]
-    out = run_cli("fairseq-train", *args, "--max-update", "6").stdout
+    out = run_in_process("fairseq-train", *args, "--max-update", "6").stdout
     assert re.search(r"define_txl_tiny: DeFINE 0\.0[1-9]M", out)  # a unit on the embedding
-    out = run_cli("fairseq-train", *args, "--max-update", "10").stdout
+    out = run_in_process("fairseq-train", *args, "--max-update", "10").stdout
     assert "Loaded checkpoint" in out and "num_updates 10" in out
 
 
@@ -97,16 +99,16 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path, styl
     from fairseq_define.models.transformer_xl import TransformerXLLanguageModel
 
     ckpt = tmp_path / "define_txl"
-    out = run_cli("fairseq-train", wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
-                  "--define-style", style, "--batch-size", "8", "--max-update", "30", "--disable-validation",
-                  "--save-dir", ckpt).stdout
+    out = run_in_process("fairseq-train", wt2_bin, *TXL, "--define-transform", "define", "--define-expand-dim", "64",
+                         "--define-style", style, "--batch-size", "8", "--max-update", "30", "--disable-validation",
+                         "--save-dir", ckpt).stdout
     assert re.search(r"define_txl_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 30" in out
     cached = tmp_path / "cached.pt"
     out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
     assert "replaced by cached tables of" in out
     base = result(eval_lm(wt2_bin, ckpt, "--batch-size", "4").stdout)
-    assert result(run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
-                          "--path", cached, "--gen-subset", "valid", "--batch-size", "4").stdout) == base
+    assert result(run_in_process("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
+                                 "--path", cached, "--gen-subset", "valid", "--batch-size", "4").stdout) == base
     lms = [TransformerXLLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(wt2_bin)),
            TransformerXLLanguageModel.from_pretrained(str(tmp_path), "cached.pt", data_name_or_path=str(wt2_bin)),
            TransformerXLLanguageModel.from_pretrained(str(ckpt), "checkpoint_last.pt", data_name_or_path=str(wt2_bin),
@@ -187,7 +189,7 @@ def test_two_processes_split_the_rows_of_one_batch(wt2_bin, tmp_path):
     dist = run_cli("torchrun", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
                    BIN / "fairseq-train", *common, "--batch-size", "4", "--save-dir", tmp_path / "d",
                    "--distributed-backend", "gloo", timeout=900).stdout
-    single = run_cli("fairseq-train", *common, "--batch-size", "8", "--save-dir", tmp_path / "s").stdout
+    single = run_in_process("fairseq-train", *common, "--batch-size", "8", "--save-dir", tmp_path / "s").stdout
     d, s = losses(dist), losses(single)
     assert sorted(d) == sorted(s) == [1, 2, 3, 4, 5]
     for u in d:  # logged with 3 decimals: equal values may print one digit apart
