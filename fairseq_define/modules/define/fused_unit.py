@@ -35,7 +35,6 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from ..stability.gradients import centre, scale as scale_gradients
 from .activations import ACTIVATIONS
