@@ -126,6 +126,8 @@ def _inner(updates, train_wall, wall):
     ([_inner(50, 40, 40), _inner(100, 30, 75), _inner(100, 60, 60), _inner(150, 20, 85)], 0.5),
     ([_inner(5, 13, 13)], None),
     (["| INFO | train | epoch 003 | loss 4.1 | num_updates 113"], None),
+    # intervals below the log's one-second resolution: not measured, not 0 ms an update
+    ([_inner(5, 1, 1), _inner(10, 0, 1), _inner(12, 0, 1)], None),
 ])
 def test_seconds_an_update_sum_the_training_steps_of_the_intervals(lines, seconds):
     found = train_log.train_seconds_per_update(["2026-11-22 04:05:24 " + l for l in lines])

@@ -94,7 +94,10 @@ def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, c
         for r in (a, b):
             assert r["study"] == s5.NAME and r["seed"] == 1 and r["updates"] == r["budget"]["updates"] == 12
             assert set(r["params"]) == {"define", "context", "input_output", "total"}
-            assert r["ms_per_update"] > 0 and r["threads"] == 1
+            # quick mode's 12 updates may fall below fairseq's one-second log resolution: unmeasured
+            # (None), never a time of 0 (tests/test_results_tool.py holds the reader to both)
+            assert r["ms_per_update"] is None or r["ms_per_update"] > 0
+            assert "ms_per_update" in r and r["threads"] == 1
             assert all(math.isfinite(r["metrics"][k]) for k in ("valid_ppl", "test_ppl"))
             rows = [l.split("\t") for l in (report / r["test_scores"]).read_text().splitlines()[1:]]
             tokens, logprob = sum(int(t) for _, t, _ in rows), sum(float(s) for _, _, s in rows)

@@ -136,7 +136,9 @@ def train_seconds_per_update(lines: Sequence[str]) -> Optional[float]:
     """Seconds of training an update over a json log's ``train_inner`` records: fairseq's
     ``train_wall`` (the training steps alone, without validation or checkpoint saving) summed
     over the intervals, divided by their updates. The first interval of each process (the
-    start-up, told by ``wall`` starting again) is left out; None without two records."""
+    start-up, told by ``wall`` starting again) is left out; None without two records, and None
+    where the intervals sum to 0 s (fairseq logs whole seconds: a few fast updates are below
+    the log's resolution, not free)."""
     seconds, updates, last, last_wall = 0.0, 0, None, None
     for line in lines:
         m = _JSON_STATS.search(line)
@@ -154,4 +156,4 @@ def train_seconds_per_update(lines: Sequence[str]) -> Optional[float]:
             seconds += spent
             updates += int(done - last)
         last, last_wall = done, wall
-    return seconds / updates if updates else None
+    return seconds / updates if updates and seconds > 0 else None
