@@ -47,14 +47,17 @@ budget and seed.
              43.49 / 44.87 val / test perplexity, 297 ms a batch; R3 Adaptive + DeFINE N = 3
              33.02M, 39.99 / 41.17, 298 ms a batch. No transformer_lm row; the abstract: "6% to
              20% drop in perplexity" against methods including adaptive input.
-  Output:    the study's folder in docs/studies/ (lm_adaptive_define): results.md,
+  Output:    a study of its own a family, each with its folder in docs/studies/
+             (lm_adaptive_define_lstm, lm_adaptive_define_transformer_lm): results.md,
              params_vs_quality.png, valid_curves.png, runs/ (the records), scores/ARM.test.tsv
              (each test block's tokens and summed log-probability in nats, for a paired test
-             between the arms of a seed); runs in work/studies/lm_adaptive_define/<arm>/.
+             between the arms of a seed); runs in work/studies/<that study>/<arm>/, the data
+             both share in work/studies/lm_adaptive_define/data.
 """
 
 import logging
 import re
+from copy import copy
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -67,6 +70,7 @@ from fairseq_define.tools.train_log import train_seconds_per_update
 
 from . import lm_transformer_wikitext2 as study4
 from .common import (
+    ROOT,
     Arm,
     Budget,
     Report,
@@ -107,6 +111,7 @@ class Model:
     """One model family of the study: its pair's arms, the recipe and evaluation they share."""
 
     label: str  # the record's "model"
+    study: str  # the record's "study": a study of its own a family (its folder in docs/studies/)
     prefix: str  # its arms' names start with it
     pair: Callable[[bool], Tuple[Arm, Arm]]  # quick -> (adaptive input, + DeFINE) at seed 1
     recipe: Callable[[int, bool], List[str]]  # (updates, quick) -> fairseq-train args of both arms
@@ -149,8 +154,8 @@ def tlm_pair(quick: bool) -> Tuple[Arm, Arm]:
 
 
 MODELS = (
-    Model("LSTM", "lstm_", lstm_pair, lstm_recipe, ("--batch-size", "1")),
-    Model("transformer_lm", "tlm_", tlm_pair, study4.recipe, study4.STUDY.eval_args),
+    Model("LSTM", f"{NAME}_lstm", "lstm_", lstm_pair, lstm_recipe, ("--batch-size", "1")),
+    Model("transformer_lm", f"{NAME}_transformer_lm", "tlm_", tlm_pair, study4.recipe, study4.STUDY.eval_args),
 )
 
 
@@ -224,8 +229,8 @@ def last_fifth_fall(points: Sequence[Sequence[float]]) -> Optional[float]:
     return None if not start else 1 - last / start[-1]
 
 
-def pairs_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
-    """Per model family: each seed's pair (valid and test perplexity, the difference), the
+def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict]) -> str:
+    """The family's each seed's pair (valid and test perplexity, the difference), the
     means, whether every seed agrees, parameters, training time an update, the paper's R2/R3
     beside them, and how much each curve still fell over the last fifth."""
     lines = ["", "## DeFINE on the adaptive input, pair by pair", "",
@@ -233,64 +238,62 @@ def pairs_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
              "perplexity against the adaptive input's (negative: DeFINE lower). Time an update: fairseq's "
              "train_wall (training steps only), one thread, the pair's arms side by side. Test scores for a paired "
              f"test: `{SCORES}/ARM.test.tsv` (each test block's tokens and log-probability).", ""]
-    for model in MODELS:
-        pair = [a for a in arms if a.name.startswith(model.prefix)]
-        names = {f: next((a.name for a in pair if a.family == f), None) for f in (ADAPTIVE, DEFINE)}
-        lines += [f"### {model.label}", ""]
-        rows, diffs = [], []
-        for seed in sorted({a.seed for a in pair}):
-            r = {f: results.get(a.id) for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed}
-            if len(r) < 2 or None in r.values():
-                lines.append(f"Seed {seed}: the pair is not complete yet.")
-                continue
-            a, b = (r[f]["metrics"] for f in (ADAPTIVE, DEFINE))
-            diffs.append(b["test_ppl"] / a["test_ppl"] - 1)
-            rows.append((seed, a, b))
-        if not rows:
-            lines += ["No complete pair recorded yet.", ""]
+    pair = [a for a in arms if a.name.startswith(model.prefix)]
+    names = {f: next((a.name for a in pair if a.family == f), None) for f in (ADAPTIVE, DEFINE)}
+    lines += [f"### {model.label}", ""]
+    rows, diffs = [], []
+    for seed in sorted({a.seed for a in pair}):
+        r = {f: results.get(a.id) for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed}
+        if len(r) < 2 or None in r.values():
+            lines.append(f"Seed {seed}: the pair is not complete yet.")
             continue
-        lines += [f"| seed | {ADAPTIVE}: valid | {DEFINE}: valid | {ADAPTIVE}: test | {DEFINE}: test | difference (test) |",
-                  "|---:|---:|---:|---:|---:|---:|"]
-        for seed, a, b in rows:
-            lines.append(f"| {seed} | {a['valid_ppl']:.2f} | {b['valid_ppl']:.2f} | {a['test_ppl']:.2f} | "
-                         f"{b['test_ppl']:.2f} | {_pct(b['test_ppl'], a['test_ppl'])} |")
-        mean = {k: [_mean([(a if i == 0 else b)[k] for _, a, b in rows]) for i in (0, 1)] for k in ("valid_ppl", "test_ppl")}
-        lines.append(f"| mean | {mean['valid_ppl'][0]:.2f} | {mean['valid_ppl'][1]:.2f} | {mean['test_ppl'][0]:.2f} | "
-                     f"{mean['test_ppl'][1]:.2f} | {_pct(mean['test_ppl'][1], mean['test_ppl'][0])} |")
-        if all(d < 0 for d in diffs):
-            verdict = f"DeFINE lower on test at every seed ({len(diffs)})"
-        elif all(d > 0 for d in diffs):
-            verdict = f"the adaptive input alone lower on test at every seed ({len(diffs)})"
-        else:
-            verdict = "the seeds disagree on the sign"
-        lines += ["", f"Every seed agrees: {'yes' if verdict.startswith(('DeFINE', 'the adaptive')) else 'no'}: {verdict}."]
-        facts = {}
-        for f in (ADAPTIVE, DEFINE):
-            done = [results[a.id] for a in pair if a.family == f and a.id in results]
-            facts[f] = (done[0]["params"]["total"] if done and done[0].get("params") else None,
-                        _mean([r["ms_per_update"] for r in done if r.get("ms_per_update")]))
-        (pa, ta), (pb, tb) = facts[ADAPTIVE], facts[DEFINE]
-        if pa and pb:
-            lines.append(f"Parameters: {names[ADAPTIVE]} {pa:.2f}M, {names[DEFINE]} {pb:.2f}M ({_pct(pb, pa)}); the "
-                         f"paper {PAPER[0][1]:.2f}M against {PAPER[1][1]:.2f}M ({_pct(PAPER[1][1], PAPER[0][1])}).")
-        paper_time = (f"the paper {PAPER[0][4]} against {PAPER[1][4]} ms a batch on a GPU "
-                      f"({_pct(PAPER[1][4], PAPER[0][4])})")
-        if ta and tb:
-            lines.append(f"Training time an update (mean of the seeds): {ta:.0f} ms against {tb:.0f} ms "
-                         f"({_pct(tb, ta)}); {paper_time}.")
-        else:  # a few fast updates fall below fairseq's one-second train_wall (train_log.train_seconds_per_update)
-            lines.append(f"Training time an update: not measured (the runs' intervals fell below fairseq's "
-                         f"one-second log resolution); {paper_time}.")
-        lines.append(f"The paper (Table 1a, WikiText-103): {PAPER[0][0]} {PAPER[0][2]} / {PAPER[0][3]} val / test, "
-                     f"{PAPER[1][0]} {PAPER[1][2]} / {PAPER[1][3]} ({_pct(PAPER[1][3], PAPER[0][3])} test).")
-        falls = []
-        for a in pair:
-            fall = last_fifth_fall((results.get(a.id) or {}).get("valid_curve", {}).get("points") or [])
-            if fall is not None:
-                falls.append(f"{a.id} {100 * fall:.1f}%" + (" (over 2%: train longer)" if fall > 0.02 else ""))
-        if falls:
-            lines.append("Validation perplexity's fall over the last fifth of the updates: " + "; ".join(falls) + ".")
-        lines.append("")
+        a, b = (r[f]["metrics"] for f in (ADAPTIVE, DEFINE))
+        diffs.append(b["test_ppl"] / a["test_ppl"] - 1)
+        rows.append((seed, a, b))
+    if not rows:
+        return "\n".join(lines + ["No complete pair recorded yet.", ""])
+    lines += [f"| seed | {ADAPTIVE}: valid | {DEFINE}: valid | {ADAPTIVE}: test | {DEFINE}: test | difference (test) |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for seed, a, b in rows:
+        lines.append(f"| {seed} | {a['valid_ppl']:.2f} | {b['valid_ppl']:.2f} | {a['test_ppl']:.2f} | "
+                     f"{b['test_ppl']:.2f} | {_pct(b['test_ppl'], a['test_ppl'])} |")
+    mean = {k: [_mean([(a if i == 0 else b)[k] for _, a, b in rows]) for i in (0, 1)] for k in ("valid_ppl", "test_ppl")}
+    lines.append(f"| mean | {mean['valid_ppl'][0]:.2f} | {mean['valid_ppl'][1]:.2f} | {mean['test_ppl'][0]:.2f} | "
+                 f"{mean['test_ppl'][1]:.2f} | {_pct(mean['test_ppl'][1], mean['test_ppl'][0])} |")
+    if all(d < 0 for d in diffs):
+        verdict = f"DeFINE lower on test at every seed ({len(diffs)})"
+    elif all(d > 0 for d in diffs):
+        verdict = f"the adaptive input alone lower on test at every seed ({len(diffs)})"
+    else:
+        verdict = "the seeds disagree on the sign"
+    lines += ["", f"Every seed agrees: {'yes' if verdict.startswith(('DeFINE', 'the adaptive')) else 'no'}: {verdict}."]
+    facts = {}
+    for f in (ADAPTIVE, DEFINE):
+        done = [results[a.id] for a in pair if a.family == f and a.id in results]
+        facts[f] = (done[0]["params"]["total"] if done and done[0].get("params") else None,
+                    _mean([r["ms_per_update"] for r in done if r.get("ms_per_update")]))
+    (pa, ta), (pb, tb) = facts[ADAPTIVE], facts[DEFINE]
+    if pa and pb:
+        lines.append(f"Parameters: {names[ADAPTIVE]} {pa:.2f}M, {names[DEFINE]} {pb:.2f}M ({_pct(pb, pa)}); the "
+                     f"paper {PAPER[0][1]:.2f}M against {PAPER[1][1]:.2f}M ({_pct(PAPER[1][1], PAPER[0][1])}).")
+    paper_time = (f"the paper {PAPER[0][4]} against {PAPER[1][4]} ms a batch on a GPU "
+                  f"({_pct(PAPER[1][4], PAPER[0][4])})")
+    if ta and tb:
+        lines.append(f"Training time an update (mean of the seeds): {ta:.0f} ms against {tb:.0f} ms "
+                     f"({_pct(tb, ta)}); {paper_time}.")
+    else:  # a few fast updates fall below fairseq's one-second train_wall (train_log.train_seconds_per_update)
+        lines.append(f"Training time an update: not measured (the runs' intervals fell below fairseq's "
+                     f"one-second log resolution); {paper_time}.")
+    lines.append(f"The paper (Table 1a, WikiText-103): {PAPER[0][0]} {PAPER[0][2]} / {PAPER[0][3]} val / test, "
+                 f"{PAPER[1][0]} {PAPER[1][2]} / {PAPER[1][3]} ({_pct(PAPER[1][3], PAPER[0][3])} test).")
+    falls = []
+    for a in pair:
+        fall = last_fifth_fall((results.get(a.id) or {}).get("valid_curve", {}).get("points") or [])
+        if fall is not None:
+            falls.append(f"{a.id} {100 * fall:.1f}%" + (" (over 2%: train longer)" if fall > 0.02 else ""))
+    if falls:
+        lines.append("Validation perplexity's fall over the last fifth of the updates: " + "; ".join(falls) + ".")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -309,6 +312,46 @@ def recorded(arms: Sequence[Arm], workdir: Path, records: Path) -> Dict[str, dic
     return found
 
 
+def study_dirs(args, model: Model) -> Tuple[Path, Path]:
+    """The family's own work folder and report folder: WORKDIR/<study> under the study's work
+    folder, its report in docs/studies/<study> (--out DIR: DIR/<study>)."""
+    if args.out:
+        args = copy(args)
+        args.out = str(Path(args.out) / model.study)
+    if args.workdir:
+        args = copy(args)
+        args.workdir = str(Path(args.workdir) / model.study)
+    return resolve_dirs(args, model.study)
+
+
+def report_family(model: Model, args, updates: int, budget: Budget, workdir: Path, out_dir: Path) -> List[Path]:
+    """The family's results.md and plots: every arm recorded so far, whichever invocation trained it."""
+    every = [a for a in model.pair(args.quick)]
+    every += [] if args.quick else seeds_after_the_first(every)
+    results = recorded(every, workdir, out_dir / "runs")
+    chosen = [a for a in every if a.id in results]
+    recipe = " ".join(model.recipe(updates, args.quick))
+    shape = ("Quick mode: tiny models (`--quick --list` shows them) on slices of the corpus." if args.quick else
+             {"LSTM": "Table 1a's R2/R3 at CPU scale (2 layers of 1024, n = m = 256, adaptive input and tied adaptive "
+                      "softmax, bands 4000, 20000).",
+              "transformer_lm": "Study 4's context model (4 layers, d = 256), fairseq's adaptive input and tied "
+                                "adaptive softmax (bands 4000, 20000)."}[model.label]
+             + " DeFINE: paper style, N = 3, k = 384, on the adaptive input of width n.")
+    report = Report(
+        title=f"Study 5 ({model.label}): WikiText-2, DeFINE added on an adaptive input against that adaptive input "
+              "(Table 1a's R2 against R3)" + (" (quick mode: not a result)" if args.quick else ""),
+        metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,
+        columns=[("valid_ppl", "valid ppl"), ("test_ppl", "test ppl"), ("ms_per_update", "ms / update")],
+        header_lines=[f"Recipe: `{recipe}`; {updates} updates, seed as the seed column says; {model.checkpoint} scored "
+                      f"with fairseq-eval-lm (`{' '.join(model.eval_args)}`).", shape,
+                      "The arm's args are its only difference from the recipe. Params: the paper's distribution. "
+                      "Valid chooses; test is only scored."])
+    # the table's last column: the record's time an update, beside its metrics
+    shown = {k: {**r, "metrics": {**r["metrics"], "ms_per_update": r.get("ms_per_update")}} for k, r in results.items()}
+    return write_report(report, chosen, shown, budget, out_dir, "valid_ppl", workdir,
+                        extra_md=pairs_section(model, chosen, results))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     prog = f"python -m studies.{NAME}"
     args = base_parser(prog, __doc__, UPDATES, MINUTES).parse_args(argv)
@@ -317,68 +360,55 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.list:
         print_arms(grid + ([] if args.quick else seeds_after_the_first(grid)))
         return 0
+    chosen = select_arms(grid, args.arms)
+    if not (args.no_second_seed or args.quick or args.arms):
+        chosen += seeds_after_the_first(chosen)
+    families = [m for m in MODELS if any(a.name.startswith(m.prefix) for a in chosen)]
+    # every family's folders checked before any work (an existing report refused up front)
+    dirs = {m.study: study_dirs(args, m) for m in families}
     corpus_dir = corpus("wikitext-2", args)
-    workdir, out_dir = resolve_dirs(args, NAME)
-    data_dir = workdir / "data"
+    # the data: one preparation both families share
+    suffix = "_quick" if args.quick else ""
+    data_dir = Path(args.workdir or ROOT / "work" / "studies" / f"{NAME}{suffix}").resolve() / "data"
     prep = ["--dataset", "wikitext-2", "--local", corpus_dir, "--out", data_dir, "--workers", "2"]
     if args.quick:
         prep += ["--head-train", "1000", "--head-eval", "40"]
     logger.info("data: wikitext-2 from %s -> %s", corpus_dir, data_dir)
-    run_script("prepare_lm.sh", prep, workdir / "prepare.log")
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_script("prepare_lm.sh", prep, data_dir.parent / "prepare.log")
 
     updates = args.updates or (12 if args.quick else UPDATES)
     minutes = args.minutes if args.minutes is not None else (2 if args.quick else MINUTES)
     budget = Budget(updates, minutes)
     logger.info("budget: %d updates an arm, at most %g minutes", updates, minutes)
 
-    def run_one(arm: Arm, run_dir: Path) -> dict:
-        model = model_of(arm)
-        recipe = model.recipe(updates, args.quick)
-        # quick: a time an update from its dozen updates
-        train_arm(arm, run_dir, data_dir / "bin", recipe, budget, extra=["--log-interval", "2"] if args.quick else [])
-        ckpt = run_dir / model.checkpoint
-        valid = lm_perplexity(ckpt, data_dir, "valid", model.eval_args)
-        eval_log = run_dir / "eval_test.log"  # its per-word scores: the paired test's input
-        test = lm_perplexity(ckpt, data_dir, "test", [*model.eval_args, "--output-word-probs"], log=eval_log)
-        scores = keep_scores(eval_log, out_dir, arm.id)
-        lines = (run_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines()
-        seconds = train_seconds_per_update(lines)
-        return record_arm(run_dir, NAME, arm, recipe, budget, {"valid_ppl": valid, "test_ppl": test}, "valid_ppl",
-                          extra={"model": model.label, "checkpoint": ckpt.name, "eval_args": list(model.eval_args),
-                                 "ms_per_update": None if seconds is None else round(1000 * seconds, 1),
-                                 "threads": torch.get_num_threads(), "test_scores": str(scores.relative_to(out_dir))})
+    for model in families:
+        workdir, out_dir = dirs[model.study]
 
-    chosen = select_arms(grid, args.arms)
-    records = out_dir / "runs"
-    if not (args.no_second_seed or args.quick or args.arms):
-        chosen += seeds_after_the_first(chosen)
-    run_arms(chosen, workdir, run_one, budget, args.jobs, records, train=not args.report_only)
-    # the report: every arm recorded so far, whichever invocation trained it (a pair at a time)
-    every = grid + ([] if args.quick else seeds_after_the_first(grid))
-    results = recorded(every, workdir, records)
-    chosen = [a for a in every if a.id in results]
-    recipes = {m.label: " ".join(m.recipe(updates, args.quick)) for m in MODELS}
-    report = Report(
-        title="Study 5: WikiText-2, DeFINE added on an adaptive input against that adaptive input (Table 1a's R2 "
-              "against R3, LSTM and transformer_lm)" + (" (quick mode: not a result)" if args.quick else ""),
-        metric="test_ppl", metric_label="test perplexity (fairseq-eval-lm)", higher_is_better=False,
-        columns=[("valid_ppl", "valid ppl"), ("test_ppl", "test ppl"), ("ms_per_update", "ms / update")],
-        header_lines=[f"Recipe, LSTM arms (`lstm_*`): `{recipes['LSTM']}`; transformer_lm arms (`tlm_*`): "
-                      f"`{recipes['transformer_lm']}`; {updates} updates, seed as the seed column says; "
-                      "checkpoint_last.pt scored with fairseq-eval-lm "
-                      f"(LSTM: `{' '.join(MODELS[0].eval_args)}`; transformer_lm: `{' '.join(MODELS[1].eval_args)}`).",
-                      *(["Quick mode: tiny models (`--quick --list` shows them) on slices of the corpus."]
-                        if args.quick else
-                        ["LSTM: Table 1a's R2/R3 at CPU scale (2 layers of 1024, n = m = 256, adaptive input and "
-                         "tied adaptive softmax, bands 4000, 20000); transformer_lm: study 4's context model (4 layers, "
-                         "d = 256). DeFINE: paper style, N = 3, k = 384, on the adaptive input of width n."]),
-                      "The arm's args are its only difference from its family's recipe. Params: the paper's "
-                      "distribution. Valid chooses; test is only scored."])
-    # the table's last column: the record's time an update, beside its metrics
-    shown = {k: {**r, "metrics": {**r["metrics"], "ms_per_update": r.get("ms_per_update")}} for k, r in results.items()}
-    extra = pairs_section(chosen, results)
-    written = write_report(report, chosen, shown, budget, out_dir, "valid_ppl", workdir, extra_md=extra)
-    logger.info("written: %s", ", ".join(map(str, written)))
+        def run_one(arm: Arm, run_dir: Path, model: Model = model, out_dir: Path = out_dir) -> dict:
+            recipe = model.recipe(updates, args.quick)
+            # quick: a time an update from its dozen updates
+            train_arm(arm, run_dir, data_dir / "bin", recipe, budget,
+                      extra=["--log-interval", "2"] if args.quick else [])
+            ckpt = run_dir / model.checkpoint
+            valid = lm_perplexity(ckpt, data_dir, "valid", model.eval_args)
+            eval_log = run_dir / "eval_test.log"  # its per-word scores: the paired test's input
+            test = lm_perplexity(ckpt, data_dir, "test", [*model.eval_args, "--output-word-probs"], log=eval_log)
+            scores = keep_scores(eval_log, out_dir, arm.id)
+            lines = (run_dir / "train.log").read_text(encoding="utf-8", errors="replace").splitlines()
+            seconds = train_seconds_per_update(lines)
+            return record_arm(run_dir, model.study, arm, recipe, budget, {"valid_ppl": valid, "test_ppl": test},
+                              "valid_ppl",
+                              extra={"model": model.label, "checkpoint": ckpt.name, "eval_args": list(model.eval_args),
+                                     "ms_per_update": None if seconds is None else round(1000 * seconds, 1),
+                                     "threads": torch.get_num_threads(),
+                                     "test_scores": str(scores.relative_to(out_dir))})
+
+        mine = [a for a in chosen if a.name.startswith(model.prefix)]
+        logger.info("%s: %s", model.study, ", ".join(a.id for a in mine))
+        run_arms(mine, workdir, run_one, budget, args.jobs, out_dir / "runs", train=not args.report_only)
+        written = report_family(model, args, updates, budget, workdir, out_dir)
+        logger.info("written: %s", ", ".join(map(str, written)))
     return 0
 
 

@@ -84,15 +84,17 @@ def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, c
     work = tmp_path / "work"
     proc = run_cli(sys.executable, "-m", "studies.lm_adaptive_define", "--quick", "--workdir", work, "--data-root",
                    corpus_root, "--jobs", "2", cwd=ROOT, timeout=600, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-    report = work / "report"
-    records = {p.stem: json.loads(p.read_text()) for p in (report / "runs").glob("*.json")}
-    assert sorted(records) == sorted(a.id for a in s5.arms(True)), proc.stdout[-3000:]
-    for model in ("LSTM", "transformer_lm"):
-        pair = {r["family"]: r for r in records.values() if r["model"] == model}
+    assert [m.study for m in s5.MODELS] == ["lm_adaptive_define_lstm", "lm_adaptive_define_transformer_lm"]
+    for model in s5.MODELS:  # a study of its own a family: its own records and report
+        report = work / model.study / "report"
+        records = {p.stem: json.loads(p.read_text()) for p in (report / "runs").glob("*.json")}
+        assert sorted(records) == sorted(a.id for a in model.pair(True)), proc.stdout[-3000:]
+        pair = {r["family"]: r for r in records.values()}
         assert set(pair) == {s5.ADAPTIVE, s5.DEFINE}
         a, b = pair[s5.ADAPTIVE], pair[s5.DEFINE]
         for r in (a, b):
-            assert r["study"] == s5.NAME and r["seed"] == 1 and r["updates"] == r["budget"]["updates"] == 12
+            assert r["study"] == model.study and r["model"] == model.label
+            assert r["seed"] == 1 and r["updates"] == r["budget"]["updates"] == 12
             assert set(r["params"]) == {"define", "context", "input_output", "total"}
             # quick mode's 12 updates may fall below fairseq's one-second log resolution: unmeasured
             # (None), never a time of 0 (tests/test_results_tool.py holds the reader to both)
@@ -105,6 +107,6 @@ def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, c
         assert (a["n"], a["seed"]) == (b["n"], b["seed"])
         assert a["params"]["define"] == 0 < b["params"]["define"]
         assert b["params"]["total"] <= (1 + s5.MAX_GROWTH) * a["params"]["total"], (a["params"], b["params"])
-    table = (report / "results.md").read_text()
-    assert "### LSTM" in table and "### transformer_lm" in table and "| 1 |" in table
-    assert "Every seed agrees" in table and "the paper 297 against 298 ms" in table
+        table = (report / "results.md").read_text()
+        assert f"### {model.label}" in table and "| 1 |" in table
+        assert "Every seed agrees" in table and "the paper 297 against 298 ms" in table
