@@ -22,7 +22,7 @@ TORCH_REQUIREMENT := torch
 endif
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm study-adaptive fairseq-tests clean-venv
+.PHONY: demo test test-patch test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm study-adaptive fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -35,6 +35,11 @@ XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(XDIST) $(PYTEST_ARGS)
+
+# the patch's own suite (patch/tests: the patch's mechanics, layering and stock fairseq's CLIs,
+# no plugin); CI runs it beside the plugin's (.ci/run)
+test-patch: $(STAMP)
+	cd patch && PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests $(XDIST) $(PYTEST_ARGS)
 
 # the in-process unit tests only (no fairseq CLI, no recipe): the inner loop (docs/testing.md)
 test-fast: $(STAMP)
@@ -82,13 +87,13 @@ gpu-check:
 	bash scripts/gpu_check.sh $(ARGS)
 
 check: $(STAMP)
-	$(BIN)/fairseq-define-patch-fairseq --check
+	$(BIN)/python -m fairseq_define_patch --check
 
 # Any pip: fairseq 0.12.2 goes in with --no-deps, after this package has brought fairseq's
 # run-time requirements (setup.py), since its metadata pins hydra-core 1.0 and omegaconf 2.0,
 # which pip >= 24.1 refuses; the patch makes it run on the hydra-core 1.3 / omegaconf 2.3 pip
 # installs today (docs/install.md).
-$(STAMP): setup.py constraints.txt $(wildcard fairseq_define_patch/*.py fairseq_define_patch/*/*.py)
+$(STAMP): setup.py constraints.txt patch/pyproject.toml $(wildcard patch/fairseq_define_patch/*.py patch/fairseq_define_patch/*/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 ifeq ($(TORCH),installed)
 	v=$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null) || \
@@ -98,13 +103,13 @@ else ifneq ($(TORCH),2.13.0)
 	echo "torch==$(TORCH)" > $(PIP_CONSTRAINT)
 endif
 	$(BIN)/python -m pip install $(TORCH_REQUIREMENT)
-	$(BIN)/python -m pip install -e '.[test,deploy]'
+	$(BIN)/python -m pip install -e ./patch -e '.[test,deploy]'
 	$(BIN)/python -m pip install --no-deps fairseq==0.12.2
 	# a venv patched by an older version of this project: reinstall fairseq's shipped files first
-	$(BIN)/fairseq-define-patch-fairseq --apply || { \
+	$(BIN)/python -m fairseq_define_patch --apply || { \
 	  $(BIN)/python -m pip install --force-reinstall --no-deps fairseq==0.12.2 && \
-	  $(BIN)/fairseq-define-patch-fairseq --apply; }
-	$(BIN)/fairseq-define-patch-fairseq --check
+	  $(BIN)/python -m fairseq_define_patch --apply; }
+	$(BIN)/python -m fairseq_define_patch --check
 	touch $(STAMP)
 
 clean-venv:

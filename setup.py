@@ -1,4 +1,11 @@
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# the patch's version, from its one home (patch/fairseq_define_patch/__init__.py)
+PATCH = Path(__file__).resolve().parent / "patch" / "fairseq_define_patch" / "__init__.py"
+PATCH_VERSION = re.search(r'^__version__ = "([^"]+)"', PATCH.read_text(encoding="utf-8"), re.M).group(1)
 
 setup(
     name="fairseq-define",
@@ -7,22 +14,15 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.8",
-    packages=find_packages(include=["fairseq_define", "fairseq_define.*", "fairseq_define_patch", "fairseq_define_patch.*"]),
+    packages=find_packages(include=["fairseq_define", "fairseq_define.*"]),
     install_requires=[
-        # torch is pinned by the caller (constraints.txt on CPU, your CUDA build on GPUs):
-        # fairseq's own requirement would otherwise pull the newest torch and CUDA stack.
+        # the patch that makes fairseq 0.12.2 run here (patch/, a distribution of its own: install
+        # both with `pip install ./patch .`). It brings fairseq's run-time requirements; fairseq
+        # itself goes in with --no-deps (docs/install.md): its metadata pins hydra-core 1.0 and
+        # omegaconf 2.0, which pip >= 24.1 refuses. torch is pinned by the caller (constraints.txt
+        # on CPU, your CUDA build on GPUs).
+        f"fairseq-define-patch=={PATCH_VERSION}",
         "torch>=2.0",
-        # fairseq 0.12.2 itself is installed with --no-deps (docs/install.md): its metadata pins
-        # hydra-core 1.0 and omegaconf 2.0, which pip >= 24.1 refuses and the patch replaces.
-        # Its run-time requirements, as the patched fairseq needs them (the hydra-core and
-        # omegaconf range: fairseq_define_patch.CONFIG_LIBRARIES; torchaudio: speech tasks only,
-        # imported there; cffi and cython: fairseq's build, not its run):
-        "hydra-core>=1.3,<1.4",
-        "omegaconf>=2.3,<2.4",
-        "bitarray",
-        "regex",
-        "tqdm",
-        "numpy",
         "sacrebleu>=2.0",
         "sentencepiece",
         "subword-nmt",
@@ -34,7 +34,6 @@ setup(
     extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"], "deploy": ["ctranslate2>=4.0"]},
     entry_points={
         "console_scripts": [
-            "fairseq-define-patch-fairseq = fairseq_define_patch:main",
             "fairseq-define-params = fairseq_define.tools.params:cli_main",
             "fairseq-define-trust-checkpoint = fairseq_define.tools.trust_checkpoint:main",
             "fairseq-define-average-checkpoints = fairseq_define.tools.average_checkpoints:main",

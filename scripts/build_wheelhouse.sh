@@ -27,7 +27,7 @@
 #   Then, on the target (its CUDA torch already installed, Python of the same minor version):
 #              python -m pip install --no-index --find-links wheelhouse 'fairseq-define[test]'
 #              python -m pip install --no-index --find-links wheelhouse --no-deps fairseq==0.12.2
-#              fairseq-define-patch-fairseq --apply
+#              python -m fairseq_define_patch --apply
 #              bash scripts/gpu_check.sh --out gpu-check    (in a checkout, with the data root)
 #   Output:    OUT/*.whl and OUT/requirements.txt (the versions resolved for that Python).
 set -euo pipefail
@@ -78,20 +78,20 @@ echo "==> fairseq 0.12.2 from its sdist"
 # --no-binary, --no-cache-dir: not a prebuilt fairseq wheel (an index, PIP_FIND_LINKS, or pip's
 # cache of the wheels it built before)
 pip_ wheel --no-deps --no-build-isolation --no-binary fairseq --no-cache-dir -w "$OUT" fairseq==0.12.2
-echo "==> this package"
-pip_ wheel --no-deps -w "$OUT" "$ROOT"
+echo "==> this package and the patch (patch/, a distribution of its own)"
+pip_ wheel --no-deps -w "$OUT" "$ROOT/patch" "$ROOT"
 
 echo "==> the dependencies, resolved for $("$VPY" --version)"
-# this package's requirements (with the test extra), less torch: they hold fairseq's run-time
-# ones, not fairseq's stale pins; pip wheel resolves them and their own dependencies here
+# this package's and the patch's requirements (with the test extra), less torch: the patch's hold
+# fairseq's run-time ones, not fairseq's stale pins; pip wheel resolves them and their own dependencies here
 "$VPY" - "$OUT" > "$BUILD/requirements.in" <<'PYEOF'
 import sys, zipfile
 from pathlib import Path
 from pip._vendor.packaging.requirements import Requirement
 
-skip = {"torch", "fairseq", "fairseq-define"}
+skip = {"torch", "fairseq", "fairseq-define", "fairseq-define-patch"}
 for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
-    if not wheel.name.startswith("fairseq_define-"):
+    if not wheel.name.startswith(("fairseq_define-", "fairseq_define_patch-")):
         continue
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
@@ -125,7 +125,7 @@ if [[ -n "$TORCH_INDEX" ]]; then "$CPY" -m pip install -q --index-url "$TORCH_IN
 { "$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" 'fairseq-define[test]' &&
   "$CPY" -m pip --disable-pip-version-check install --no-index --find-links "$OUT" --no-deps fairseq==0.12.2; } \
   > "$BUILD/check.log" 2>&1 || { tail -20 "$BUILD/check.log" >&2; die "the wheelhouse does not install offline (log above)"; }
-"$BUILD/check/bin/fairseq-define-patch-fairseq" --apply > /dev/null
+"$CPY" -m fairseq_define_patch --apply > /dev/null
 "$CPY" -c "import fairseq_define, fairseq.libbleu, fairseq.data.data_utils_fast" \
   || die "fairseq_define does not import in the checked environment"
 echo "wheelhouse: $OUT ($(ls "$OUT"/*.whl | wc -l) wheels, $(du -sh "$OUT" | cut -f1)); offline install checked"

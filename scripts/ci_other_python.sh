@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# CI on a Python other than the suite's 3.11 (3.12, 3.13): a fresh venv through make (torch
-# from PyPI there, its CUDA build), the patch's check, the in-process tests (pytest -m "not cli")
+# CI on a Python other than the suite's 3.11 (3.12, 3.13). First the patch alone, as a user of
+# stock fairseq installs it with the newest pip: a fresh venv, pip upgraded, torch, the patch
+# (patch/), fairseq 0.12.2 with --no-deps, --apply, then the patch's own suite (patch/tests:
+# stock fairseq-preprocess, -train, -generate with a stock transformer; no plugin installed).
+# Then, in that venv, the plugin's set-up through make (torch from PyPI there, its CUDA build),
+# the patch's check, the in-process tests (pytest -m "not cli")
 # and one translation and one language model through the stock CLIs with --user-dir on the
 # shipped slices (tests/data): fairseq-preprocess, -train, -generate and -eval-lm, whose output
 # must hold no traceback and no SyntaxWarning. Every module is compiled afresh for them
@@ -23,10 +27,24 @@ BIN=$ROOT/$VENV/bin
 start=$SECONDS
 step() { echo "== [$((SECONDS - start)) s] $*"; }
 
-step "set-up: make setup PYTHON=$PY VENV=$VENV (Python $VER)"
+step "the patch alone, newest pip: $VENV (Python $VER)"
 rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+"$BIN/python" -m pip install -q --disable-pip-version-check --upgrade pip
+echo "   $("$BIN/python" -m pip --version | cut -d' ' -f1-2)"
+# torch as make setup pins it (constraints.txt), so that the plugin's set-up below keeps it
+PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "torch==$(sed -n 's/^torch==//p' constraints.txt)"
+PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "./patch[test]"
+"$BIN/python" -m pip install -q --no-deps fairseq==0.12.2
+"$BIN/python" -m fairseq_define_patch --apply >/dev/null
+"$BIN/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fairseq_define") is not None)' \
+    || die "the plugin is installed in the patch-alone venv"
+step "the patch's suite on Python $VER (stock fairseq CLIs, no plugin)"
+(cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider)
+
+step "set-up: make setup PYTHON=$PY VENV=$VENV (Python $VER), in that venv"
 make setup PYTHON="$PY" VENV="$VENV"
-"$BIN/fairseq-define-patch-fairseq" --check >/dev/null
+"$BIN/python" -m fairseq_define_patch --check >/dev/null
 du -sh "$VENV"
 
 # the fresh-machine case, as .ci/run's first step: no data root, so the corpus tests skip

@@ -10,7 +10,7 @@
 # it is there (the tag's tests/ and the examples/ modules they import), else the tag's archive
 # from GitHub. They are unpacked into a temporary folder, never into this repository, and run
 # from a folder that holds only tests/ and examples/, so `import fairseq` finds the installed,
-# patched package. docs/fairseq_patch.md gives the counts.
+# patched package. patch/README.md gives the counts.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}

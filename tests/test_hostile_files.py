@@ -952,7 +952,7 @@ def test_a_nan_in_a_tied_tensor_is_damage_not_another_form():
     """NaN never equals NaN: the tied keys' comparison named another output layer."""
     from fairseq import UserError
 
-    from fairseq_define_patch.runtime.checkpoint_fit import check_tied_values
+    from fairseq_define_patch.runtime.checkpoint_weights import check_tied_values
 
     from .test_define_transformer import tiny_model
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CODE_DIRS = ("fairseq_define", "fairseq_define_patch", "benchmarks", "studies", "scripts",
+CODE_DIRS = ("fairseq_define", "patch", "benchmarks", "studies", "scripts",
              "run_scripts", "examples", "tests")
 TOP_DIRS = CODE_DIRS + ("docs", ".ci")
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", "build", "work", "checkpoints"}
@@ -49,7 +49,7 @@ ALLOWED = {
     # AWD-LSTM (salesforce/awd-lstm-lm): its data script; tensor2tensor's compound-split BLEU
     "getdata.sh", "get_ende_bleu.sh",
     # fairseq's repository outside the installed package: scripts/ and the v0.12.2 tests that
-    # scripts/run_fairseq_tests.sh unpacks (docs/fairseq_patch.md lists what they cover)
+    # scripts/run_fairseq_tests.sh unpacks (patch/README.md lists what they cover)
     "scripts/average_checkpoints.py", "tests/test_dataclass_utils.py", "tests/speech",
     "test_binaries.py", "test_train.py", "test_file_io.py", "test_multihead_attention.py",
     "test_reproducibility.py", "test_distributed_timeout_wrapper.py",
@@ -65,6 +65,7 @@ NAME = re.compile(
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"(?<![\w./-])((?:fairseq_define_patch|fairseq_define|studies|benchmarks)(?:\.[A-Za-z_]\w*)+)")
 FILE_SUFFIXES = {"md", "py", "sh", "txt", "json", "tsv", "png"}
+PACKAGE_DIRS = {"fairseq_define_patch": "patch/fairseq_define_patch"}  # a package not at the top
 
 
 def _walk(base: Path):
@@ -142,7 +143,7 @@ def module_resolves(dotted: str) -> bool:
     parts = dotted.split(".")
     if parts[-1] in FILE_SUFFIXES or PLACEHOLDER.search("/".join(parts)):
         return True  # a file name (checked as one) or a placeholder
-    here = ROOT / parts[0]
+    here = ROOT / PACKAGE_DIRS.get(parts[0], parts[0])
     for part in parts[1:]:
         if here.is_dir() and (here / part).is_dir():
             here = here / part

@@ -14,7 +14,8 @@ import torch
 
 import fairseq
 from fairseq_define_patch.runtime import (
-    checkpoint_fit, checkpoint_loading, checkpoint_misfit, config_literals, hub_archives, model_budget,
+    checkpoint_fit, checkpoint_loading, checkpoint_misfit, checkpoint_weights, config_literals, hub_archives,
+    model_budget,
 )
 
 
@@ -301,10 +302,10 @@ def test_tied_keys_must_hold_equal_values():
     model.a, model.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
     model.b.weight = model.a.weight  # tied
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    assert checkpoint_fit.check_tied_values(model, state) is state
+    assert checkpoint_weights.check_tied_values(model, state) is state
     state["b.weight"] = state["b.weight"] + 1  # trained apart: another form
     with pytest.raises(checkpoint_fit.CheckpointFormError, match="different values for a.weight and b.weight"):
-        checkpoint_fit.check_tied_values(model, state)
+        checkpoint_weights.check_tied_values(model, state)
 
 
 def test_a_misfit_of_rows_names_the_dictionary_not_the_dropout():

@@ -131,7 +131,9 @@ def _reproduced(names: Sequence[str]) -> str:
 
 def table_6a() -> None:
     _, context, io, _ = params_split(TABLE_6.rows[0])  # every row's: Table 1a's at n = m = 384
-    grouped = {row.name: row.settings["define_max_groups"] for row in TABLE_6.rows if "define_max_groups" in row.settings}
+    grouped = {
+        row.name: row.settings["define_max_groups"] for row in TABLE_6.rows if "define_max_groups" in row.settings
+    }
     print(
         f"{TABLE_6.title}. Layer stacks counted as in the paper: F_G weights (eq. 1) and the Reduce "
         f"[k; n] -> m, no bias or normalization; groups in every layer and in Reduce: "

@@ -11,7 +11,7 @@ floating-point value finite; the first failure is one line naming the tensor and
 with it. ``load_checked`` is what fairseq's BaseFairseqModel.load_state_dict calls,
 so every loader of a fairseq model (fairseq-train's resume and fine-tune, generate, eval-lm,
 interactive, the hub, the plugin's tools and export) checks the same way, before the tied
-values are compared (checkpoint_fit.check_tied_values): damage is named as damage, not as
+values are compared (check_tied_values, a form error of checkpoint_fit.py): damage is named as damage, not as
 another form. The trainer puts the file's name before the line (checkpoint_misfit.py).
 ``float32_checked`` holds a model in memory (the hub's export) to the same values.
 """
@@ -20,7 +20,10 @@ import torch
 
 from fairseq import UserError
 
-__all__ = ["CheckpointWeightsError", "check_finite", "check_state_dict", "float32_checked", "load_checked"]
+from .checkpoint_fit import CheckpointFormError
+
+__all__ = ["CheckpointWeightsError", "check_finite", "check_state_dict", "check_tied_values", "float32_checked",
+           "load_checked"]
 
 # the fix for a file whose weights are damaged
 _INTACT = "use an intact copy (checkpoint_best.pt, an earlier checkpointN.pt)"
@@ -166,8 +169,6 @@ def load_checked(model, state_dict, strict, load):
     (check_tied_values); with ``strict``, a key the load found missing or left over is then
     one line. The names are torch's own findings: a module's loading may drop or rename keys
     (the encoder layers drop the fast-path copies fairseq 0.12.2 saved)."""
-    from .checkpoint_fit import check_tied_values
-
     check_state_dict(model.state_dict(), state_dict, False, _dictionary_sizes(model),
                      model="the model its settings build")
     result = load(check_tied_values(model, state_dict), False)
@@ -193,3 +194,27 @@ def float32_checked(model, what="the model"):
         return model
     logging.getLogger(__name__).info("%s holds %s weights: a float32 copy of it is used", what, "/".join(half))
     return copy.deepcopy(model).float()
+
+
+def check_tied_values(model, state_dict):
+    """``state_dict``, once the keys of it that name one tensor of ``model`` (tied weights)
+    are found to hold equal values: a checkpoint whose tables were trained apart has
+    different ones (checkpoint_fit.py's form error; a NaN in one is damage, named as such by
+    check_finite: NaN never equals NaN)."""
+    groups = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    for names in groups.values():
+        present = [n for n in names if n in state_dict and isinstance(state_dict[n], torch.Tensor)]
+        first = present[0] if present else None
+        for other in present[1:]:
+            a, b = state_dict[first], state_dict[other]
+            if a.shape == b.shape and a.dtype == b.dtype and not torch.equal(a, b):
+                check_finite({first: a, other: b})  # NaN never equals NaN: damage, not another form
+                raise CheckpointFormError(
+                    "the checkpoint holds different values for {} and {}, which this model ties "
+                    "(one tensor): it was trained with another output layer or embedding sharing "
+                    "(e.g. an untied output layer); load it with the settings it was trained "
+                    "with".format(first, other)
+                )
+    return state_dict

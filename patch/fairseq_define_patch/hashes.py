@@ -49,11 +49,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "00159dd30b61673e9f07156a6f6159d5f16a7da9b9e72dd275fefa0f1b3a26d1",
+        "da2ffdf956d2594ddd58029dce9b6e083f04e2cdd78daec7ea359bd464db867d",
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "c5bb64835f3dc18848434db23b4a4053774a37053081620a6ed649ea021328a5",
+        "1801a287a321b478ceef514787e5972180c457f0f653d3e5a66f81847a6be61f",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,

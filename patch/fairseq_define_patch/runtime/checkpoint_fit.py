@@ -15,10 +15,10 @@ each one line naming what differs:
   keyword arguments are applied to the stored config): an override of such a setting to
   another value than the checkpoint's is refused, and so blamed on the override (a size
   mismatch after it was blamed on the dictionary);
-- ``check_tied_values`` (every model's load_state_dict): the keys that name one tied tensor
-  of this model must hold equal values in the state dict; they do in any checkpoint of the
-  same form, and do not when its tables were trained apart (a NaN in one is damage, named as
-  such by checkpoint_weights.check_finite: NaN never equals NaN).
+- ``check_tied_values`` (checkpoint_weights.py, every model's load_state_dict, after the
+  weights are found intact): the keys that name one tied tensor of this model must hold equal
+  values; they do in any checkpoint of the same form, and do not when its tables were trained
+  apart, which is this module's CheckpointFormError.
 """
 
 from argparse import Namespace
@@ -26,7 +26,7 @@ from argparse import Namespace
 from fairseq import UserError
 
 __all__ = ["CheckpointFormError", "INFERENCE_ONLY", "NEUTRAL_MODEL_SETTINGS", "add_neutral_model_settings",
-           "check_checkpoint_form", "check_overrides_fit", "check_tied_values",
+           "check_checkpoint_form", "check_overrides_fit",
            "function_settings_that_differ", "is_neutral_setting", "stored_model_settings"]
 
 
@@ -215,30 +215,3 @@ def check_overrides_fit(state, overrides, path):
                 path, "it" if len(differ) == 1 else "each",
             )
         )
-
-
-def check_tied_values(model, state_dict):
-    """``state_dict``, once the keys of it that name one tensor of ``model`` (tied weights)
-    are found to hold equal values: a checkpoint whose tables were trained apart has
-    different ones."""
-    import torch
-
-    from .checkpoint_weights import check_finite
-
-    groups = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        groups.setdefault(id(p), []).append(name)
-    for names in groups.values():
-        present = [n for n in names if n in state_dict and isinstance(state_dict[n], torch.Tensor)]
-        first = present[0] if present else None
-        for other in present[1:]:
-            a, b = state_dict[first], state_dict[other]
-            if a.shape == b.shape and a.dtype == b.dtype and not torch.equal(a, b):
-                check_finite({first: a, other: b})  # NaN never equals NaN: damage, not another form
-                raise CheckpointFormError(
-                    "the checkpoint holds different values for {} and {}, which this model ties "
-                    "(one tensor): it was trained with another output layer or embedding sharing "
-                    "(e.g. an untied output layer); load it with the settings it was trained "
-                    "with".format(first, other)
-                )
-    return state_dict

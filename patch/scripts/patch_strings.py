@@ -1,14 +1,14 @@
-"""Lines of Python held in string constants in fairseq_define_patch/ (issue 44).
+"""Lines of Python held in string constants in fairseq_define_patch/ (issue 44 of fairseq-define).
 
 The patch's logic belongs in ordinary modules (fairseq_define_patch/runtime/, copied whole
 into fairseq), where it can be imported, linted and tested; what is left in strings is the
 text of its edits. This counts the lines of every string constant of five lines or more
 that is not a docstring (implicitly concatenated literals count as one constant), and the
 largest single edit: the lines it writes (an inserted hook, a replacement) and the lines of
-fairseq's text it matches (a span is matched by its first and last line only). tests/
-test_fairseq_patch.py holds both to a bound.
+fairseq's text it matches (a span is matched by its first and last line only). tests/test_patch.py
+holds both to a bound.
 
-    python scripts/patch_strings.py [--all]
+    python patch/scripts/patch_strings.py [--all]
 """
 
 import ast
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "fairseq_define_patch"
+PACKAGE = ROOT / "fairseq_define_patch"  # ROOT: the patch's folder, patch/
 MIN_LINES = 5
 
 
@@ -48,7 +48,7 @@ def string_blocks(package: Path = PACKAGE) -> List[Tuple[int, str]]:
 def edit_sides() -> dict:
     """Lines of the edits' new texts (what the patch writes into fairseq's files) and of their
     old texts (fairseq's own text they match, which --revert restores), with the largest of each."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(PACKAGE.parent))
     import fairseq_define_patch as fp
 
     edits = [(e, p.path) for p in fp.PATCHES for e in p.edits]

@@ -4,11 +4,11 @@ Python 3.12 turned invalid escape sequences into a ``SyntaxWarning`` printed whe
 file is compiled (each command, where the bytecode cannot be cached): one regex in
 ``wav2vec2_asr.py``; a raw string is the same pattern. hydra-core 1.3 and its parser runtime
 (antlr4-python3-runtime 4.9) import and scan their plugins on these Pythons as shipped (the
-hydra-core 1.0.7 that fairseq pinned needed edits for both, docs/fairseq_patch.md).
+hydra-core 1.0.7 that fairseq pinned needed edits for both, README.md).
 
 A scan of fairseq, fairseq_cli, hydra, omegaconf and antlr4 under Python 3.12 and 3.13 found
 no other removed module (``imp``, ``distutils``, ``asyncore``, ``pkg_resources``) or invalid
-escape; fairseq's other files import and run unchanged there (docs/fairseq_patch.md)."""
+escape; fairseq's other files import and run unchanged there (README.md)."""
 
 from ..edits import Edit, FilePatch
 

@@ -3,7 +3,7 @@ and omegaconf 2.3, and harden it.
 
 fairseq 0.12.2 is the last fairseq release and cannot be imported on Python 3.11; its
 checkpoints do not load on torch >= 2.6 and several data paths call numpy functions that
-numpy 2 removed (docs/fairseq_patch.md lists each failure). The same edits make fairseq's
+numpy 2 removed (README.md lists each failure). The same edits make fairseq's
 own tools safe with untrusted files and clear about bad input.
 The stock command-line tools (``fairseq-train``, ``fairseq-generate``, ...) import fairseq
 before any ``--user-dir`` is read, so an import-time workaround in this package cannot reach
@@ -73,6 +73,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+__version__ = "0.1.0"  # the distribution's (pyproject.toml reads it)
 APPLY_COMMAND = "fairseq-define-patch-fairseq --apply"
 # the one distribution whose files the patch edits, each recognised by its SHA-256
 SUPPORTED_VERSIONS = {"fairseq": "0.12.2"}
@@ -83,7 +84,7 @@ _REINSTALL = " ".join(f"{dist}=={version}" for dist, version in SUPPORTED_VERSIO
 _INSTALL_FAIRSEQ = f"pip install --no-deps {_REINSTALL}"
 # the config libraries the patched fairseq runs on, [lowest, first too new) by (major, minor):
 # those pip installs today (fairseq's pins, hydra-core 1.0 with omegaconf 2.0, are left behind:
-# docs/fairseq_patch.md#hydra-core-13-and-omegaconf-23)
+# README.md#hydra-core-13-and-omegaconf-23)
 CONFIG_LIBRARIES = {"hydra-core": ((1, 3), (1, 4)), "omegaconf": ((2, 3), (2, 4))}
 
 # every fix's edits, one FilePatch per file (a file's hashes cover all its edits)
