@@ -57,6 +57,25 @@ def test_eval_lm_takes_the_reference_settings_as_model_overrides(wt2_bin, txl_tr
     assert math.isfinite(loss) and tokens > 1000
 
 
+def test_eval_lm_takes_the_segment_length_from_tokens_per_sample(wt2_bin, txl_trained):
+    """As tgt_len does (the model trained on 8): the same segments, the same loss."""
+    ckpt, _ = txl_trained
+    out = eval_lm(wt2_bin, ckpt, "--batch-size", "4", "--tokens-per-sample", "4").stdout
+    assert "segments of 4 tokens" in out
+    by_tgt_len = eval_lm(wt2_bin, ckpt, "--batch-size", "4", "--model-overrides", "{'tgt_len': 4}").stdout
+    assert result(out) == result(by_tgt_len)
+
+
+def test_an_override_of_a_task_setting_names_the_option_that_reaches_the_task(wt2_bin, txl_trained):
+    """fairseq-eval-lm builds its task from its command line: the override changed nothing."""
+    ckpt, _ = txl_trained
+    out = eval_lm(wt2_bin, ckpt, "--model-overrides", "{'tokens_per_sample': 4}", check=False)
+    assert out.returncode != 0 and "Traceback" not in out.stdout  # stderr merged into stdout
+    assert out.stdout.strip().splitlines()[-1] == (
+        "fairseq-eval-lm: error: --model-overrides 'tokens_per_sample': is the task's, which fairseq-eval-lm "
+        "builds from its own command line, so the override would change nothing; give --tokens-per-sample 4 instead")
+
+
 def test_eval_lm_refuses_context_window_with_a_clear_error(wt2_bin, txl_trained):
     ckpt, _ = txl_trained
     out = eval_lm(wt2_bin, ckpt, "--batch-size", "2", "--context-window", "4", check=False)

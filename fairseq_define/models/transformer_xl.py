@@ -70,8 +70,8 @@ class TransformerXLConfig(DefineConfig):
     tgt_len: Optional[int] = field(
         default=II("task.tokens_per_sample"),
         metadata={"help": "segment length: the task's --tokens-per-sample in training; "
-                  "fairseq-eval-lm uses the model's value (override with --model-overrides "
-                  "\"{'tgt_len': 64}\")"},
+                  "fairseq-eval-lm uses the model's value, or --tokens-per-sample N given there "
+                  "(or --model-overrides \"{'tgt_len': 64}\")"},
     )
     init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of linear layers"})
     # n: the adaptive input's width; DeFINE (if any) reads its d_model-dim projection

@@ -57,6 +57,9 @@ class ContiguousLMConfig(LanguageModelingConfig):
     train_subset: str = II("dataset.train_subset")
 
 
+TOKENS_PER_SAMPLE = ContiguousLMConfig.__dataclass_fields__["tokens_per_sample"].default  # fairseq's default
+
+
 def stream_tokens(dataset) -> np.ndarray:
     """All tokens of a binarized split in order, as one array."""
     if isinstance(dataset, MMapIndexedDataset):
@@ -220,6 +223,14 @@ class ContiguousLMTask(LanguageModelingTask):
         # value, or the one given to fairseq-eval-lm with --model-overrides)
         if hasattr(model, "segment_length"):
             self.model_segment_len = model.segment_length()
+            given = self.args.tokens_per_sample
+            # a loaded model (eval-lm, the hub) evaluated with another --tokens-per-sample, or
+            # the override {'tokens_per_sample': N}: that length. The task's default cannot be
+            # told from a value given as the default, so it leaves the model's
+            if from_checkpoint and self.model_segment_len and given not in (self.model_segment_len, TOKENS_PER_SAMPLE):
+                logger.info("segments of %d tokens (--tokens-per-sample), the model's tgt_len %d set aside",
+                            given, self.model_segment_len)
+                self.model_segment_len = given
         return model
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):

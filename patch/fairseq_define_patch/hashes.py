@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "b967eb065a64285f1359164e0765480ec0a77935763a797aa5ffd03e758d1a45",
+        "898ff968f2a02e7d6aa4f15a5d45ac76b571a27e155658fe8e05082c91ac2189",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,

@@ -231,3 +231,29 @@ def check_model_overrides(overrides, cfg, source="--model-overrides"):
                 "\"{'dropout': 0.0}\"" if source.startswith("--") else "dropout=0.0",
             )
         )
+    _check_task_settings_reach_the_task(overrides, cfg, source)
+
+
+# the tools that build their task from their own command line and load only the models: an
+# override of a task setting changes the stored config, which nothing reads there
+_OWN_TASK = ("fairseq-generate", "fairseq-interactive", "fairseq-eval-lm")
+
+
+def _check_task_settings_reach_the_task(overrides, cfg, source):
+    import os
+    import sys
+
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    task_cfg, model_cfg = cfg.get("task", None), cfg.get("model", None)
+    if not source.startswith("--") or prog not in _OWN_TASK or not isinstance(task_cfg, DictConfig):
+        return
+    model = set(_config_keys(model_cfg)) | _model_option_names(model_cfg) if model_cfg is not None else set()
+    task_only = [k for k in overrides if k in task_cfg and k not in model]
+    if task_only:
+        raise UserError(
+            "{} {}: {} the task's, which {} builds from its own command line, so the override would "
+            "change nothing; give {} instead".format(
+                source, ", ".join(map(repr, task_only)), "is" if len(task_only) == 1 else "are", prog,
+                " ".join("--{} {}".format(k.replace("_", "-"), overrides[k]) for k in task_only),
+            )
+        )
