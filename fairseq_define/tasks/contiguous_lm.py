@@ -306,7 +306,10 @@ class ContiguousLMTask(LanguageModelingTask):
             dataset=data,
             collate_fn=data.collater,
             batch_sampler=[[i] for i in range(len(data))],
-            num_workers=num_workers,
+            # the segments are slices of one array in memory: a loader process adds nothing, and
+            # its shutdown cost torch's 5 s status interval at every epoch's end and save
+            # (its index queue never got the stop signal), whatever --num-workers says
+            num_workers=0,
             epoch=epoch,
             buffer_size=data_buffer_size,
             disable_shuffling=True,  # segments must come in order
