@@ -37,7 +37,7 @@ PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "torch==$(s
 PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "./patch[test]"
 "$BIN/python" -m pip install -q --no-deps fairseq==0.12.2
 "$BIN/python" -m fairseq_define_patch --apply >/dev/null
-"$BIN/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fairseq_define") is not None)' \
+"$BIN/python" -I -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fairseq_define") is not None)' \
     || die "the plugin is installed in the patch-alone venv"
 step "the patch's suite on Python $VER (stock fairseq CLIs, no plugin)"
 (cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider)
