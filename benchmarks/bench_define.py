@@ -64,7 +64,6 @@ from fairseq_define.modules import (
 )
 from fairseq_define.modules.define.embedding import set_unit_run
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
@@ -521,10 +520,9 @@ def bench_inference(device, dtype, min_run_time):
 
 
 def bench_params():
+    from fairseq_define.paper_tables import TABLE3_VOCAB
     from fairseq_define.param_report import parameter_distribution
     from fairseq_define.tools.params import build_arch
-
-    from fairseq_define.paper_tables import TABLE3_VOCAB
 
     print(f"\n4. parameters in Table 3's configuration (separate {TABLE3_VOCAB:,}-token vocabularies)")
     base = parameter_distribution(build_arch("transformer_wmt_en_de", TABLE3_VOCAB, TABLE3_VOCAB)[0])["total"]

@@ -70,9 +70,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_define as bench  # noqa: E402  (the models, arms and text of benchmark 2)
 import corpora  # noqa: E402  (on the path through bench_define: the data root)
 
+from fairseq_define.errors import UserError, cli_error  # noqa: E402
 from fairseq_define.modules import DefineEmbedding  # noqa: E402
 from fairseq_define.modules.define.embedding import set_unit_run  # noqa: E402
-from fairseq_define.errors import UserError, cli_error  # noqa: E402
 from fairseq_define.output_files import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIB_SH = ROOT / "run_scripts" / "lib.sh"
 sys.path.insert(0, str(ROOT / "run_scripts"))
 import corpora  # noqa: E402  (the data root and the corpora's checksums)
+
 RESULT_FILE = "result.json"
 WALL_FILE = "wall_seconds"  # training seconds summed over the invocations that trained the arm
 DPI = 100
@@ -275,6 +276,7 @@ def each(items: Sequence, fn: Callable, jobs: int = 1, desc: str = "arms", name=
     results in the items' order; a tqdm bar counts the finished ones. The first error stops
     the items not yet started and is raised once the running ones end."""
     from concurrent.futures import ThreadPoolExecutor
+
     from tqdm import tqdm
 
     bar = tqdm(total=len(items), desc=desc, unit=desc.rstrip("s") or "item", disable=None)

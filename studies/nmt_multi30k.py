@@ -65,14 +65,14 @@ from fairseq_define.output_files import write_text
 from fairseq_define.tools.train_log import parse_updates
 
 from .common import (
-    Arm,
     WALL_FILE,
+    Arm,
     Budget,
-    each,
     Report,
     base_parser,
     best_per_family,
     corpus,
+    each,
     main_wrapper,
     print_arms,
     record_arm,

@@ -15,10 +15,10 @@ from argparse import Namespace
 from pathlib import Path
 
 import torch
-from filelock import FileLock
 from fairseq.checkpoint_utils import safe_torch_load
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY
+from filelock import FileLock
 
 from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig

@@ -556,6 +556,7 @@ def test_model_built_for_the_wrong_task(arch, task_module, task_class, expected)
     import importlib
 
     from fairseq.models import ARCH_MODEL_REGISTRY
+
     from fairseq_define.errors import UserError
     from fairseq_define.tools.params import build_arch
 
@@ -633,6 +634,7 @@ def test_transformer_xl_memory_settings(override, expected):
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.errors import UserError
     from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
 
@@ -648,6 +650,7 @@ def test_memory_zero_means_no_memory():
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
 
     cfg = TransformerXLConfig(decoder_layers=1, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
@@ -661,6 +664,7 @@ def test_eval_context_range(context, ok):
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.errors import UserError
     from fairseq_define.tasks.contiguous_lm import ContiguousLMTask
 

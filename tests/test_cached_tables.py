@@ -2,6 +2,7 @@
 the live unit."""
 
 import re
+
 import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load

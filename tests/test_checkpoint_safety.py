@@ -1,6 +1,5 @@
 """Checkpoints load through torch's weights-only unpickler with fairseq's allow-list."""
 
-import collections
 import os
 import random
 import shutil

@@ -5,19 +5,20 @@ from argparse import Namespace
 
 import pytest
 import torch
-
 from fairseq.data import Dictionary
+
 from fairseq_define.modules.compression.compositional_codes import (
     CompositionalEmbedding,
+    compress_embeddings,
     fit_codebooks,
     learn_codes,
     reconstruction_error,
     refine_codes,
-    compress_embeddings,
     restore_compressed_embeddings,
 )
 
-from .helpers import ptb_style, tiny_lstm, tiny_model as tiny_txl
+from .helpers import ptb_style, tiny_lstm
+from .helpers import tiny_model as tiny_txl
 
 
 def test_lookup_and_weight_decode_the_sum_of_one_vector_per_codebook():
@@ -120,6 +121,7 @@ def test_compressed_model_saves_loads_and_ties_its_output_to_the_decoded_table(k
 
 def test_define_transformer_output_projection_follows_the_compressed_map():
     from fairseq import options
+
     from fairseq_define.models.define_transformer import DefineTransformerModel
     from fairseq_define.modules.compression.compositional_codes import TiedLinear
 

@@ -229,8 +229,8 @@ def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with
     change the parameters or the outputs, or the checks would refuse what is safe (resuming
     with another --define-unit-grad-scale, say)."""
     import torch
-
     from fairseq._define_runtime.checkpoint_fit import is_neutral_setting
+
     from fairseq_define.modules import DefineEmbedding
     from fairseq_define.modules.define.config import DefineConfigError
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 import torch
-
 from fairseq.data import Dictionary
+
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding

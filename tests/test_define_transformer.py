@@ -243,8 +243,8 @@ def test_an_output_layer_outside_the_choices_from_a_stored_config_is_refused():
     from fairseq import options
     from fairseq.models import build_model
 
-    from fairseq_define.modules.config_bounds import ConfigRangeError
     from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.modules.config_bounds import ConfigRangeError
 
     parser = options.get_training_parser(default_task="translation")
     args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL])

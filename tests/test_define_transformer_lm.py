@@ -14,9 +14,9 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 
 from fairseq_define.errors import UserError
 from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
+from fairseq_define.models.transformer_xl import TABLE_2_MAP_DIMS
 from fairseq_define.modules.define.config import DefineConfigError
 from fairseq_define.param_report import parameter_distribution
-from fairseq_define.models.transformer_xl import TABLE_2_MAP_DIMS
 
 from .helpers import ADAPTIVE, tiny_lm
 

@@ -6,8 +6,17 @@ import re
 
 import pytest
 
-from .helpers import (BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, assert_same_model, free_port, losses, run_cli,
-                      run_in_process)
+from .helpers import (
+    BIN,
+    TINY,
+    TINY_STOCK_TRANSFORMER,
+    USER_DIR,
+    assert_same_model,
+    free_port,
+    losses,
+    run_cli,
+    run_in_process,
+)
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 

@@ -13,8 +13,8 @@ import torch
 from fairseq import checkpoint_utils, options
 from fairseq.models import build_model
 
-from fairseq_define.param_report import parameter_distribution
 from fairseq_define.models.without_data import VocabularyOnlyTask, build_arch, dictionary_of_size
+from fairseq_define.param_report import parameter_distribution
 
 from .helpers import TINY_STOCK_TRANSFORMER, run_cli
 

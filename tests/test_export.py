@@ -12,12 +12,23 @@ import torch
 from fairseq.checkpoint_utils import checkpoint_pickle_globals, safe_torch_load
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
-from fairseq_define.modules import cache_define_tables
 from fairseq_define.models.stock_form import NotExportable, export_state
+from fairseq_define.modules import cache_define_tables
 
 from .helpers import (
-    TINY, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,
-    run_in_process, snapshot, tiny_lm, tiny_lstm, tiny_model,
+    TINY,
+    USER_DIR,
+    assert_user_error,
+    binarize_ptb_slice,
+    dictionary,
+    made_once,
+    result,
+    run_cli,
+    run_in_process,
+    snapshot,
+    tiny_lm,
+    tiny_lstm,
+    tiny_model,
 )
 
 # -- in process: every output form, sharing and unit style, live and cached ----------------

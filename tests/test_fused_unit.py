@@ -13,7 +13,8 @@ import torch
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import fused_unit
 from fairseq_define.modules.define.embedding import set_unit_run
-from fairseq_define.modules.stability.gradients import centre, scale as scale_gradients
+from fairseq_define.modules.stability.gradients import centre
+from fairseq_define.modules.stability.gradients import scale as scale_gradients
 
 from .helpers import define_options
 

@@ -12,7 +12,6 @@ tests with the CPU as the device, so that their logic is checked where there is 
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,14 @@ from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, 
 from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import (
-    TINY, TINY_TIED, USER_DIR, binarize_ptb_slice, define_options, made_once, result, run_cli,
+    TINY,
+    TINY_TIED,
+    USER_DIR,
+    binarize_ptb_slice,
+    define_options,
+    made_once,
+    result,
+    run_cli,
     subprocess_run_interactive,
 )
 

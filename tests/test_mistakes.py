@@ -256,6 +256,7 @@ TRAINING_MISTAKES = [
 @pytest.mark.parametrize("flags,expected", TRAINING_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_MISTAKES])
 def test_training_numbers_have_checked_ranges(flags, expected):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     with pytest.raises(FairseqUserError) as info:
@@ -273,6 +274,7 @@ def test_usual_training_numbers_pass():
 def test_training_groups_kept_as_namespaces_are_checked():
     """A component without a dataclass (here fairseq's sgd optimizer) keeps its group as a Namespace."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     cfg = training_cfg("--optimizer", "sgd", "--lr", "5")
@@ -394,6 +396,7 @@ TRAINING_RANGE_MISTAKES = [
 @pytest.mark.parametrize("flags,expected", TRAINING_RANGE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_RANGE_MISTAKES])
 def test_every_training_setting_has_a_range(monkeypatch, flags, expected):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same rows on a GPU machine
@@ -421,6 +424,7 @@ def test_an_unset_total_num_update_follows_max_update():
     """--lr-scheduler polynomial_decay without --total-num-update was a ConfigCompositionException
     traceback (its default is an interpolation, which the config conversion turned into null)."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
 
     cfg = training_cfg("--lr-scheduler", "polynomial_decay", "--max-update", "10")
@@ -434,6 +438,7 @@ def test_an_unset_total_num_update_follows_max_update():
 def test_precision_against_a_gpu(monkeypatch):
     """On CUDA --fp16 and --amp train; --bf16 needs a GPU that has bfloat16 (faked here)."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.precision_devices import check_precision_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -458,6 +463,7 @@ def test_precision_against_a_gpu(monkeypatch):
 def test_optimizer_overrides_are_checked_as_they_are_applied(overrides, expected):
     """What fairseq/optim/fairseq_optimizer.py does when a resumed optimizer takes the overrides."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_optimizer_overrides
 
     group = torch.optim.Adam([torch.zeros(2, requires_grad=True)]).param_groups[0]
@@ -473,6 +479,7 @@ def test_a_divergence_is_one_line(tmp_path):
     from types import SimpleNamespace as NS
 
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_divergence import nan_detector, raise_divergence
 
     class Detector:
@@ -520,6 +527,7 @@ def test_samples_against_max_tokens():
     import numpy as np
     from fairseq import UserError as FairseqUserError
     from fairseq.data import data_utils
+
     from fairseq_define_patch.runtime.batch_sizes import check_sizes_left
 
     sizes = np.array([5, 48, 7])
@@ -623,9 +631,9 @@ def test_language_model_settings_the_form_honours(flags):
                                               "--tokens-per-sample 64"), (100, "--context-window 100 leaves no token"),
 ])
 def test_eval_lm_context_window(window, expected):
+    from fairseq import UserError as FairseqUserError
     from omegaconf import OmegaConf
 
-    from fairseq import UserError as FairseqUserError
     from fairseq_define_patch.runtime.eval_lm_settings import check_context_window
 
     with pytest.raises(FairseqUserError, match=expected):
@@ -653,6 +661,7 @@ def test_input_from_a_pipe(tmp_path):
 
 def test_outputs_are_not_written_through_links(tmp_path):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.output_links import PREPROCESS_OUTPUT, check_no_links, open_output
 
     victim = tmp_path / "victim.txt"
@@ -673,6 +682,7 @@ def test_outputs_are_not_written_through_links(tmp_path):
 
 def test_user_dir_that_is_a_file(tmp_path):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.plugin_names import check_user_dir
 
     init = Path(__file__).resolve().parents[1] / "fairseq_define" / "__init__.py"
@@ -790,9 +800,9 @@ CLI_TRAINING_AND_TEXT_MISTAKES = [
 @pytest.mark.parametrize("name,command,expected", CLI_TRAINING_AND_TEXT_MISTAKES,
                          ids=[m[0] for m in CLI_TRAINING_AND_TEXT_MISTAKES])
 def test_training_and_text_mistakes_from_the_command_line(cli_slices, name, command, expected):
-    from .helpers import assert_user_error, run_cli, snapshot
-
     import shutil
+
+    from .helpers import assert_user_error, run_cli, snapshot
 
     d = cli_slices
     shutil.rmtree(d / "new_ck", ignore_errors=True)

@@ -11,12 +11,13 @@ from argparse import Namespace
 import pytest
 import torch
 from fairseq import options
+from fairseq._define_runtime import model_budget, size_bounds  # the copies fairseq runs
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, FairseqEncoderDecoderModel
-from fairseq._define_runtime import model_budget, size_bounds  # the copies fairseq runs
 
 import fairseq_define_patch.installed as installed
 from fairseq_define.modules import config_bounds
+
 _DICTIONARIES = {}
 
 

@@ -6,15 +6,16 @@ import json
 import os
 import re
 import shutil
+
 import numpy as np
 import pytest
 import torch
 
 from fairseq_define.errors import UserError
 from fairseq_define.modules import DefineEmbedding, cache_define_tables, split_and_mix
+from fairseq_define.paper_tables import TABLES
 from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
-from fairseq_define.paper_tables import TABLES
 
 from .helpers import define_options, model_map, run_cli
 

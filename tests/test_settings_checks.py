@@ -42,6 +42,7 @@ def lstm_checkpoint(tmp_path_factory):
 def overrides_of(path, overrides):
     """What fairseq-generate does with --model-overrides: load with them, then check them."""
     from fairseq.checkpoint_utils import load_checkpoint_to_cpu
+
     from fairseq_define_patch.runtime.model_overrides import check_model_overrides
 
     state = load_checkpoint_to_cpu(str(path), arg_overrides=overrides)
@@ -151,11 +152,8 @@ def test_training_settings_of_the_right_shape_pass(flags):
 
 def test_tri_stage_takes_phases_that_add_up_to_one_within_rounding():
     """fairseq compared the sum with == 1: (0.1, 0.2, 0.7) was an AssertionError."""
-    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule
-
+    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule, TriStageLRScheduleConfig
     from omegaconf import OmegaConf
-
-    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRScheduleConfig
 
     schedule = TriStageLRScheduleConfig(phase_ratio=(0.1, 0.2, 0.7), max_update=10, lr=[1.0])
     from argparse import Namespace
@@ -188,9 +186,8 @@ def test_optimizer_override_betas(overrides, expected):
 def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
     """fairseq's single-node start (no torchrun, no Slurm) asserted the world size against the
     GPUs: --cpu --distributed-world-size 2 without torchrun was an AssertionError."""
-    from omegaconf import OmegaConf
-
     from fairseq.distributed import utils as distributed_utils
+    from omegaconf import OmegaConf
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
@@ -207,9 +204,9 @@ def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
 @pytest.mark.parametrize("size", [0, -1])
 def test_a_world_size_below_one(size):
     """fairseq sharded the data by it: a ValueError (shard_id) in generate, train and interactive."""
+    from fairseq.dataclass.configs import DistributedTrainingConfig
     from omegaconf import OmegaConf
 
-    from fairseq.dataclass.configs import DistributedTrainingConfig
     from fairseq_define_patch.runtime.training_settings import check_world_size_positive
 
     cfg = OmegaConf.structured(DistributedTrainingConfig(distributed_world_size=size, tpu=False))
@@ -295,9 +292,9 @@ def test_interactive_batch_size_above_its_buffer():
     ({"lenpen": 1.0, "temperature": -1.0}, "--temperature -1.0 must be positive"),
 ], ids=lambda x: repr(x) if isinstance(x, dict) else "")
 def test_hub_generation_settings_are_told_their_kind(settings, expected):
+    from fairseq.dataclass.configs import GenerationConfig
     from omegaconf import OmegaConf, open_dict
 
-    from fairseq.dataclass.configs import GenerationConfig
     from fairseq_define_patch.runtime.generation_inputs import check_generation_settings
 
     # a checkpoint's config is plain (no types); GeneratorHubInterface.generate sets its keyword arguments in it
@@ -431,7 +428,6 @@ def test_attention_with_a_boolean_padding_mask_computes_what_torch_did():
     import warnings
 
     import torch.nn.functional as F
-
     from fairseq.modules import MultiheadAttention
 
     torch.manual_seed(0)

@@ -3,8 +3,8 @@ slices of the real corpora. Each must write its table and plots, record every ar
 finished arms when invoked again (a study cut short continues where it stopped)."""
 
 import json
-import shutil
 import math
+import shutil
 import sys
 
 import pytest

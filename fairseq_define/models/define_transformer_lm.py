@@ -30,11 +30,11 @@ from fairseq.models.transformer_lm import (
     transformer_lm_baevski_wiki103,
 )
 
-from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
 from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
+from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..param_report import log_parameter_distribution
 from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin

@@ -32,16 +32,16 @@ from fairseq.models import lstm_lm as stock_lstm_lm
 from fairseq.models import register_model
 from fairseq.tasks.language_modeling import LanguageModelingTask
 
-from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
-from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
 )
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
+from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
-from .stock_form import NotExportable, stock_namespace, token_table
 from .named_architectures import register_architectures
+from .stock_form import NotExportable, stock_namespace, token_table
 
 logger = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ from fairseq.modules import FairseqDropout
 from omegaconf import II
 
 from ..modules.config_bounds import MAX_POSITIONS, check_size
-from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
 )
 from ..modules.define.embedding import DefineEmbedding
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.lm.relative_attention import (
     TransformerXLLayer,
     attention_mask,
@@ -39,9 +39,8 @@ from ..modules.lm.relative_attention import (
     relative_positions,
 )
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
-from .stock_form import NotExportable
 from .named_architectures import register_architectures
-
+from .stock_form import NotExportable
 
 Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
 

@@ -15,6 +15,7 @@ import re
 import sys
 
 import torch
+
 from fairseq_define_patch.installed import check_state_dict, function_settings_that_differ, stored_model_settings
 
 from ..errors import UserError, cli_error

@@ -68,8 +68,8 @@ def main(argv=None) -> int:
 
     import fairseq_define  # noqa: F401
     from fairseq_define.errors import UserError, cli_error
-    from fairseq_define.modules import DefineEmbedding, cache_define_tables
     from fairseq_define.models.inference_tables import InferenceTablesMixin
+    from fairseq_define.modules import DefineEmbedding, cache_define_tables
     from fairseq_define.modules.compression.compositional_codes import CompositionalEmbedding, compress_embeddings
 
     from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference

@@ -36,6 +36,7 @@ from argparse import Namespace
 
 import torch
 from fairseq import checkpoint_utils
+
 from fairseq_define_patch.installed import add_parameter_limit
 
 from ..errors import UserError, cli_error

@@ -22,9 +22,9 @@ from typing import List, Optional, Sequence
 
 import torch
 import torch.nn as nn
+from fairseq.models import ARCH_MODEL_REGISTRY
 
 import fairseq_define  # noqa: F401  (registers the architectures)
-from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ..errors import UserError, cli_error
 from ..models.lstm_lm import LSTM_WT103
@@ -34,8 +34,8 @@ from ..modules.define.config import DefineConfigError
 from ..modules.define.embedding import UNIT_TYPES
 from ..modules.define.schedule import build_schedule, default_max_groups
 from ..modules.define.unit import DefineUnit
-from ..param_report import format_distribution, parameter_distribution
 from ..paper_tables import TABLE3_VOCAB, TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
+from ..param_report import format_distribution, parameter_distribution
 
 logger = logging.getLogger("fairseq_define.params")
 

@@ -21,6 +21,7 @@ def load_model(path: str, data: Optional[str] = None):
     """A trained checkpoint's model, loaded with fairseq's checkpoint_utils (our
     architectures registered), on the CPU."""
     import fairseq_define  # noqa: F401  (registers the architectures)
+
     from .inference_checkpoint import load_model as load_checkpoint_model
 
     if not os.path.isfile(path):

@@ -116,7 +116,11 @@ def _restricted_pickle_module(budget):
     """A ``pickle_module`` for torch.load whose unpickler resolves only the globals that
     fairseq.checkpoint_utils.resolve_checkpoint_global calls safe or plain data: torch's
     constructors bounded by ``budget`` (bounded_constructors), numpy by the stand-ins above."""
-    from fairseq.checkpoint_utils import bounded_constructors, checkpoint_safe_globals_by_name, resolve_checkpoint_global
+    from fairseq.checkpoint_utils import (
+        bounded_constructors,
+        checkpoint_safe_globals_by_name,
+        resolve_checkpoint_global,
+    )
 
     bounded = bounded_constructors(checkpoint_safe_globals_by_name(), budget)
 

@@ -33,7 +33,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
-        "30aebd5a2ba7884ad1b3c83342ff8e27378f797be47974e7c40b502bdd95bb92",
+        "d1f0347715db325fcb7fcd6d3a05f19ec4c92c7e84ff64bcd6fa49685128c278",
     ),
     "fairseq/_define_runtime/checkpoint_inspection.py": (
         None,
@@ -41,11 +41,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "746f6fb08b0966243b0301864ec12aaa296b0a1f26befe90baba80d4d8f346b0",
+        "d11016fb81f758a51e1be131f43395c6de68513db01ab6b8879e67a893a02bb5",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "4be164f9e17294069193818c9077adaf4de43fb4146cb5af89701ccd4bc11871",
+        "f8c0c51666cac647691efed165fdf653473b10d297527550b4d4c62234626f3a",
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
@@ -53,11 +53,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "1801a287a321b478ceef514787e5972180c457f0f653d3e5a66f81847a6be61f",
+        "318c31ef3ad29a8da795946f6c7e728354a302d5be019c41e1d5c2569ade668a",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
-        "0edd1ebeb9f22b68ddc0b4c1bbef839163d77090283664e527fd489fe97be123",
+        "f2465dcf9df01b6f7148220e30cefbb8d674886c125d704f67da33416d19f3c0",
     ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
@@ -65,15 +65,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "b967eb065a64285f1359164e0765480ec0a77935763a797aa5ffd03e758d1a45",
+        "602fe7a96a7ff7aeb822a53664c32275adbd1eb3a862c45578a3139c7945c0ce",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
-        "7051e8fad4261bf6e434696e74a66ad1db17c53afa31663ef64aa236b5128465",
+        "a0397ca95e46fec8f612bd2249f981f1deda9669975ec57a60eb98aa349c7046",
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "f3bf1377aed306af3c721d8cbc55e7f8d67aaee12627e37edc0fe76c14d718be",
+        "f86b18cbbc4a4d40cecfcb99ba8794188731ad441a98b76214d4ecf79d7f7c0d",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -89,7 +89,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
-        "9b68654cc661b0f9c70926e8f5b67cad885e083ec459aa469656f6c0d1828b9e",
+        "eacb4d2cbe1e08b0d699466e670744b73b9183105a27cfcf1455766b38407175",
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
@@ -125,7 +125,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "dc8eeee63b93d48fa117a10ef74ccc9a3ba24099aeb5dd8980a26784d5d18436",
+        "571d21705dc6a46bdffd598c40f98d6c9c0bf987414b5218f011b67d3d464f2b",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
@@ -133,7 +133,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
-        "380b9430cd1adeec57370ac8e807cbda37007d6d2b1b083d16964d4b44b686a4",
+        "f92b97e6dd594435898ab234433b571fdc059ce7282136b8d225579b9f0e1e07",
     ),
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,

@@ -5,16 +5,20 @@ models too (its test_hostile_files.py, test_bad_input.py, test_mistakes.py, ...)
 
 import argparse
 import io
-import pickle
 from argparse import Namespace
 
+import fairseq
 import numpy as np
 import pytest
 import torch
 
-import fairseq
 from fairseq_define_patch.runtime import (
-    checkpoint_fit, checkpoint_loading, checkpoint_misfit, checkpoint_weights, config_literals, hub_archives,
+    checkpoint_fit,
+    checkpoint_loading,
+    checkpoint_misfit,
+    checkpoint_weights,
+    config_literals,
+    hub_archives,
     model_budget,
 )
 

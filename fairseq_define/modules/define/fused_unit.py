@@ -36,7 +36,8 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from ..stability.gradients import centre, scale as scale_gradients
+from ..stability.gradients import centre
+from ..stability.gradients import scale as scale_gradients
 from .activations import ACTIVATIONS
 from .unit_authors import AuthorsDefineUnit
 

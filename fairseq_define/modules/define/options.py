@@ -17,8 +17,14 @@ is built (schedule.py, schedule_authors.py; the size bounds of both styles in
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from .config import (DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError,
-                     check_positive, parse_int_list)
+from .config import (
+    DEFAULT_DEFINE_STYLE,
+    DEFAULT_UNIT_GRAD_SCALE,
+    DefineConfig,
+    DefineConfigError,
+    check_positive,
+    parse_int_list,
+)
 
 
 @dataclass(frozen=True)

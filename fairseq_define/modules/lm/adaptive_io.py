@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput
+
 from fairseq_define_patch.installed import band_cutoffs, band_width
 
 from ...errors import UserError

@@ -15,7 +15,6 @@ next is read (``inputs_in_chunks``; such a chunk refused the whole input before)
 """
 
 import numpy as np
-
 from fairseq import UserError
 
 __all__ = ["check_longest_sample", "check_sizes_left", "inputs_in_chunks"]

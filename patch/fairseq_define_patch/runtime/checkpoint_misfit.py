@@ -16,9 +16,8 @@ import argparse
 import re
 from argparse import Namespace
 
-from omegaconf import OmegaConf
-
 from fairseq import UserError
+from omegaconf import OmegaConf
 
 from .checkpoint_fit import check_checkpoint_form, is_neutral_setting
 from .checkpoint_weights import CheckpointWeightsError

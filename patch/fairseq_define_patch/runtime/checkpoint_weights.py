@@ -17,7 +17,6 @@ another form. The trainer puts the file's name before the line (checkpoint_misfi
 """
 
 import torch
-
 from fairseq import UserError
 
 from .checkpoint_fit import CheckpointFormError

@@ -25,9 +25,8 @@ import os
 import sys
 import typing
 
-from omegaconf import OmegaConf
-
 from fairseq import UserError
+from omegaconf import OmegaConf
 
 from .config_literals import parse_config_literal
 from .precision_devices import check_precision_device
