@@ -752,7 +752,10 @@ def measure_unit_fraction(probe: Probe, clock: Clock, arms: Arms, batches: Batch
             if how == "graphed":
                 set_unit_run(copy_, graphs="cuda" if clock.cuda else "eager")
             grad = torch.randn(*tokens.shape, copy_.embedding_dim, device=arms.device, dtype=dtype)
-            fn = (lambda m=copy_, g=grad: m(tokens).backward(g))
+
+            def fn(m=copy_, g=grad):
+                return m(tokens).backward(g)
+
             fns[how] = bench.cuda_graph(fn) if how == "captured" else fn
         except Exception as e:  # noqa: BLE001
             errors[how] = {"error": one_line(e)}

@@ -129,7 +129,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
-        "1945bb32704c0b54cb44be6b23fe6142cd11a6c8e5331beeb44482f8ded712fb",
+        "6b59527e30cabe3a5c29fe66e86f904c76ed8d2f11b98571d82863f155353036",
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
