@@ -329,7 +329,10 @@ def target_scores(model, tokens):
 
 
 def assert_same_model(a, b):
-    ma, mb = safe_torch_load(str(a / "checkpoint_last.pt"))["model"], safe_torch_load(str(b / "checkpoint_last.pt"))["model"]
+    ma, mb = (
+        safe_torch_load(str(a / "checkpoint_last.pt"))["model"],
+        safe_torch_load(str(b / "checkpoint_last.pt"))["model"],
+    )
     for k in ma:
         if not k.endswith("_float_tensor"):
             torch.testing.assert_close(ma[k], mb[k], atol=1e-4, rtol=1e-4, msg=k)
@@ -361,9 +364,30 @@ def subprocess_run_interactive(wmt_bin, ckpt, text, device_args=("--cpu",)):
 
     exe = Path(sys.executable).parent / "fairseq-interactive"
     path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
-    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(path),
-                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", *device_args, "--max-len-b", "20"],
-                          input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    proc = subprocess.run(
+        [
+            str(exe),
+            str(wmt_bin / "bin"),
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            str(path),
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+            "--beam",
+            "2",
+            *device_args,
+            "--max-len-b",
+            "20",
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

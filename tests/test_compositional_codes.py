@@ -79,7 +79,9 @@ def test_refinement_lowers_the_error_every_round_and_beats_random_codes(ptb_word
 
 def test_autoencoder_codes_refined_are_better_than_the_autoencoder_alone(ptb_word_vectors):
     table = ptb_word_vectors
-    codes, books, ae_error = learn_codes(table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=0)
+    codes, books, ae_error = learn_codes(
+        table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=0
+    )
     assert codes.dtype == torch.uint8 and codes.shape == (1500, 8) and books.shape == (8, 16, 32)
     assert ae_error == pytest.approx(reconstruction_error(table, codes, books), rel=1e-5)
     _, _, refined_error = learn_codes(table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=20)

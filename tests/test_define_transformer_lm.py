@@ -128,7 +128,10 @@ def test_a_checkpoint_from_before_the_setting_loads_tied_at_n():
 
 
 def test_projective_counts_as_input_output_and_define_as_define():
-    define, projective = parameter_distribution(tiny_lm()), parameter_distribution(tiny_lm(define_transform="projective"))
+    define, projective = (
+        parameter_distribution(tiny_lm()),
+        parameter_distribution(tiny_lm(define_transform="projective")),
+    )
     assert projective["define"] == 0 < define["define"]
     assert projective["context"] == define["context"]
     assert projective["input_output"] == define["input_output"] + 16 * 32 + 32  # + the linear n -> m

@@ -27,7 +27,10 @@ def zip_checkpoint(path, data_pkl, deflate=False, payload=None):
     """A torch.save zip whose data.pkl is ``data_pkl`` (the other records of a real file)."""
     buf = io.BytesIO()
     torch.save({"x": torch.zeros(2) if payload is None else payload}, buf)
-    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as dst:
+    with (
+        zipfile.ZipFile(buf) as src,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as dst,
+    ):
         for name in src.namelist():
             dst.writestr(name, data_pkl if data_pkl is not None and name.endswith("data.pkl") else src.read(name))
     return path
@@ -173,7 +176,11 @@ def convert(tmp_path, data_pkl, capsys):
 TRUST_REFUSALS = [
     ("object_array", pickle_of(pickle.dumps(np.array([1, "a"], dtype=object), protocol=2)[2:-1]), "numpy dtype 'O8'"),
     ("structured", pickle_of(pickle.dumps(np.zeros(2, dtype=[("a", "i4")]), protocol=2)[2:-1]), "numpy dtype 'V4'"),
-    ("short_data", pickle_of(NUMPY_F8.replace(b"X\t\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\xb0?", b"X\x02\x00\x00\x00\xc3\xb0")), "does not match its shape"),
+    (
+        "short_data",
+        pickle_of(NUMPY_F8.replace(b"X\t\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\xb0?", b"X\x02\x00\x00\x00\xc3\xb0")),
+        "does not match its shape",
+    ),
     ("bare_class", pickle_of(global_("numpy", "ndarray")), "a bare ndarray"),
 ] + [(name, data, BOMB_MESSAGES.get(name, "asks for more memory")) for name, data in sorted(BOMBS.items())]
 
@@ -310,12 +317,16 @@ def test_hub_archive_bombs_are_refused_before_extracting(tmp_path, monkeypatch):
     bomb = make_archive(tmp_path / "bomb.tar.gz", [("model", "dir", ""), ("model/zeros", "file", bytes(60 << 20))])
     assert bomb.stat().st_size < 1 << 20
     # refused while its headers are read, before tarfile or the extraction (_scan_headers)
-    with pytest.raises(UserError, match=r"refusing to extract .*bomb.tar.gz: its \d[\d,]* bytes unpack to more than 52,428,800"):
+    with pytest.raises(
+        UserError, match=r"refusing to extract .*bomb.tar.gz: its \d[\d,]* bytes unpack to more than 52,428,800"
+    ):
         file_utils.load_archive_file(str(bomb))
     from fairseq._define_runtime import hub_archives  # where load_archive_file's checks live
 
     monkeypatch.setattr(hub_archives, "_ARCHIVE_MAX_MEMBERS", 3)
-    many = make_archive(tmp_path / "many.tar.gz", [("model", "dir", "")] + [(f"model/{i}", "file", "") for i in range(4)])
+    many = make_archive(
+        tmp_path / "many.tar.gz", [("model", "dir", "")] + [(f"model/{i}", "file", "") for i in range(4)]
+    )
     with pytest.raises(UserError, match="refusing to extract .*many.tar.gz: it holds more than 3 members"):
         file_utils.load_archive_file(str(many))
     assert list((tmp_path / "tmp").iterdir()) == []
@@ -415,8 +426,12 @@ def test_corpora_command_line_reports_a_damaged_archive(tmp_path):
     (cache / Path(f.sources[0]).name).write_bytes(b"garbage")
     if f.sources[0].startswith(("sacrebleu:", "local")) or f.member == "-":
         pytest.skip("the first corpus is not an archive")
-    proc = subprocess.run([sys.executable, str(Path(corpora.__file__)), "fetch", f.dataset, "--data-root", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(Path(corpora.__file__)), "fetch", f.dataset, "--data-root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().count("\n") == 0 and "is damaged" in proc.stderr, proc.stderr
 
@@ -633,7 +648,9 @@ OVERRIDES_OF_THE_FORM = [  # --model-overrides that change the trained function:
 ]
 
 
-@pytest.mark.parametrize("extra,expected", [c[1:] for c in OVERRIDES_OF_THE_FORM], ids=[c[0] for c in OVERRIDES_OF_THE_FORM])
+@pytest.mark.parametrize(
+    "extra,expected", [c[1:] for c in OVERRIDES_OF_THE_FORM], ids=[c[0] for c in OVERRIDES_OF_THE_FORM]
+)
 def test_overrides_that_change_the_model_are_refused(tmp_path, extra, expected):
     from fairseq import UserError
 
@@ -641,7 +658,9 @@ def test_overrides_that_change_the_model_are_refused(tmp_path, extra, expected):
     with pytest.raises(UserError, match="--model-overrides " + expected + ".* cannot be overridden at load time"):
         checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**overrides, **extra})
     # dropout and the positions are no other model
-    checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**overrides, "dropout": 0.3, "max_source_positions": 512})
+    checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={**overrides, "dropout": 0.3, "max_source_positions": 512}
+    )
 
 
 def test_an_untied_checkpoint_does_not_load_into_a_tied_model_of_equal_shapes():
@@ -666,11 +685,16 @@ def test_resuming_names_the_form_the_arch_and_inference_only_not_the_dropout():
     from fairseq_define.errors import UserError
 
     lm = {"_name": "transformer_lm", "decoder_layers": 2, "dropout": 0.1}
-    with pytest.raises(UserError, match="--arch transformer_lm in the checkpoint, define_lstm_lm here \\(a TransformerLanguageModel, not a LSTMLanguageModel\\)"):
+    with pytest.raises(
+        UserError,
+        match="--arch transformer_lm in the checkpoint, define_lstm_lm here \\(a TransformerLanguageModel, not a LSTMLanguageModel\\)",
+    ):
         check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {"_name": "define_lstm_lm", "lstm_layers": 2})
     check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {**lm, "dropout": 0.3})
     with pytest.raises(UserError, match=r"is for inference only \(its tables are compositional codes"):
-        check_checkpoint_form("c.pt", {"cfg": {"model": lm}, "extra_state": {"inference_only": "its tables are compositional codes"}}, lm)
+        check_checkpoint_form(
+            "c.pt", {"cfg": {"model": lm}, "extra_state": {"inference_only": "its tables are compositional codes"}}, lm
+        )
 
 
 def test_a_damaged_checkpoint_is_refused_by_its_crc(tmp_path):
@@ -812,14 +836,18 @@ def test_hub_archive_metadata_is_bounded_cheaply(tmp_path, kind, suffix, compres
     tracemalloc.stop()
 
 
-@pytest.mark.parametrize("suffix,compression", [c[:2] for c in HUB_COMPRESSIONS[:3]], ids=[c[0] for c in HUB_COMPRESSIONS[:3]])
+@pytest.mark.parametrize(
+    "suffix,compression", [c[:2] for c in HUB_COMPRESSIONS[:3]], ids=[c[0] for c in HUB_COMPRESSIONS[:3]]
+)
 def test_hub_archive_bombs_of_every_compression_are_refused_from_their_headers(tmp_path, suffix, compression):
     from fairseq import UserError, file_utils
 
     bomb = make_archive(tmp_path / f"bomb.{suffix}", [("model", "dir", ""), ("model/zeros", "file", bytes(60 << 20))],
                         compression)
     assert bomb.stat().st_size < 1 << 20
-    with pytest.raises(UserError, match=rf"refusing to extract .*bomb.{suffix}: its \d[\d,]* bytes unpack to more than"):
+    with pytest.raises(
+        UserError, match=rf"refusing to extract .*bomb.{suffix}: its \d[\d,]* bytes unpack to more than"
+    ):
         file_utils.load_archive_file(str(bomb))
     folder = file_utils.load_archive_file(str(make_archive(
         tmp_path / f"model.{suffix}", [("model", "dir", ""), ("model/dict.txt", "file", "a 1\n")], compression)))
@@ -845,13 +873,30 @@ def test_resume_with_another_dictionary_and_dropout_names_the_dictionary(wmt_bin
     proc = run_cli("fairseq-train", bin_dir, "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
                    *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "20",
                    "--save-dir", tmp_path / "ck", "--cpu", "--dropout", "0.3", check=False)
-    assert_user_error(proc, "fairseq-train", "does not fit this model", "rows in the checkpoint", "dictionary (dict.*.txt)")
+    assert_user_error(
+        proc, "fairseq-train", "does not fit this model", "rows in the checkpoint", "dictionary (dict.*.txt)"
+    )
     line = [l for l in proc.stdout.splitlines() if l.startswith("fairseq-train: error:")][-1]
     assert "dropout" not in line, line
-    proc = run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-                   "--gen-subset", "test", "--beam", "2", "--cpu", "--model-overrides",
-                   "{'define_output_layer': 'untied'}", check=False)
-    assert_user_error(proc, "fairseq-generate", "--model-overrides define_output_layer='untied' (trained with 'tied_map')")
+    proc = run_cli(
+        "fairseq-generate",
+        wmt_bin / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--gen-subset",
+        "test",
+        "--beam",
+        "2",
+        "--cpu",
+        "--model-overrides",
+        "{'define_output_layer': 'untied'}",
+        check=False,
+    )
+    assert_user_error(
+        proc, "fairseq-generate", "--model-overrides define_output_layer='untied' (trained with 'tied_map')"
+    )
 
 
 @pytest.mark.cli  # starts fairseq-train
@@ -864,9 +909,30 @@ def test_a_run_resumes_with_another_budget_limit(wmt_bin, trained, tmp_path):
 
     (tmp_path / "ck").mkdir()
     shutil.copy(trained / "checkpoint_last.pt", tmp_path / "ck")
-    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
-                  *TINY_TIED, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "14",
-                  "--save-dir", tmp_path / "ck", "--cpu", "--no-epoch-checkpoints", "--max-model-parameters", "5e9").stdout
+    out = run_cli(
+        "fairseq-train",
+        wmt_bin / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "define_transformer_tiny",
+        *TINY,
+        *TINY_TIED,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--max-tokens",
+        "1500",
+        "--max-update",
+        "14",
+        "--save-dir",
+        tmp_path / "ck",
+        "--cpu",
+        "--no-epoch-checkpoints",
+        "--max-model-parameters",
+        "5e9",
+    ).stdout
     assert "Loaded checkpoint" in out and "@ 12 updates" in out and "num_updates 14" in out, out[-2000:]
 
 
@@ -886,13 +952,26 @@ FC1 = "decoder.layers.0.fc1.weight"
 DAMAGED_WEIGHTS = [  # (name, edit of the state dict, the one line)
     ("nan", _set(FC1, _nan_at), f"the checkpoint is damaged: its weight {FC1} holds 1 NaN value (of 2,048)"),
     ("inf", _set(FC1, lambda t: _nan_at(t, float("-inf"))), f"its weight {FC1} holds 1 infinite value (of 2,048)"),
-    ("missing", lambda m: m.pop("decoder.layers.0.fc1.bias"), "the checkpoint lacks decoder.layers.0.fc1.bias, which this model has"),
-    ("extra", _set("decoder.layers.0.extra.weight", torch.zeros(2)),
-     "the checkpoint holds decoder.layers.0.extra.weight, which this model has no place for"),
-    ("ffn_shape", _set(FC1, lambda t: torch.zeros(65, 32)),  # rows only, but not a dictionary's: not blamed on it
-     f"the checkpoint's weight {FC1} is [65, 32], but [64, 32] in the model its settings build"),
-    ("one_table", _set("decoder.output_projection.weight", lambda t: t[:-8].clone()),  # the other tables fit the data
-     "the checkpoint's weight decoder.output_projection.weight is [296, 32], but [304, 32] in the model"),
+    (
+        "missing",
+        lambda m: m.pop("decoder.layers.0.fc1.bias"),
+        "the checkpoint lacks decoder.layers.0.fc1.bias, which this model has",
+    ),
+    (
+        "extra",
+        _set("decoder.layers.0.extra.weight", torch.zeros(2)),
+        "the checkpoint holds decoder.layers.0.extra.weight, which this model has no place for",
+    ),
+    (
+        "ffn_shape",
+        _set(FC1, lambda t: torch.zeros(65, 32)),  # rows only, but not a dictionary's: not blamed on it
+        f"the checkpoint's weight {FC1} is [65, 32], but [64, 32] in the model its settings build",
+    ),
+    (
+        "one_table",
+        _set("decoder.output_projection.weight", lambda t: t[:-8].clone()),  # the other tables fit the data
+        "the checkpoint's weight decoder.output_projection.weight is [296, 32], but [304, 32] in the model",
+    ),
     ("not_a_tensor", _set(FC1, "weights"), f"the checkpoint is damaged: its entry {FC1} is a str, not a tensor"),
 ]
 

@@ -49,11 +49,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "da2ffdf956d2594ddd58029dce9b6e083f04e2cdd78daec7ea359bd464db867d",
+        "e062957bb046b85cae1e3a7567bd01a68411de3df4d6697da42c8b6b5191a4eb",
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "318c31ef3ad29a8da795946f6c7e728354a302d5be019c41e1d5c2569ade668a",
+        "bda76f7dfec25e252830082cb8669a0cf12d4a463a253751e11afae3411f433d",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
@@ -73,7 +73,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "f86b18cbbc4a4d40cecfcb99ba8794188731ad441a98b76214d4ecf79d7f7c0d",
+        "45e0ac288e8ff5aa6ffa479b1d943a53b5516a7aabe4851f81693a26325ef27d",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -93,7 +93,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "af4fc49f4e717494ff555af9b7080cdcd64979ca10a495fdf3ad15d4a0c238d0",
+        "2754ece257b6e744fbac9a95d25d23a6469ca8ba3d6d963fc7e58e82ca63a223",
     ),
     "fairseq/_define_runtime/generation_processes.py": (
         None,
@@ -101,7 +101,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
-        "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
+        "0e1e2c1b5d93558e9bd38f5e0df78dfb79707cbffefe16777b7555c1efa14853",
     ),
     "fairseq/_define_runtime/inference_precision.py": (
         None,
@@ -117,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "e150b81375529054479fb3beddb09ae78d5bc75b93f38f23da5dec1b1fb3726e",
+        "6d6bf014ec5eb93288eebdd475912f5834349dfea520d7381d08fab926b5601f",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -125,7 +125,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "571d21705dc6a46bdffd598c40f98d6c9c0bf987414b5218f011b67d3d464f2b",
+        "fd5c4b2bcbf980ae1181bb52297d9bf118ab66ea3ee9bc9fb12e75a321ba47b6",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,

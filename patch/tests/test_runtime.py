@@ -293,10 +293,15 @@ def test_only_settings_that_change_the_function_are_compared():
             "new_option": 1}
     assert checkpoint_fit.function_settings_that_differ(saved, here) == [("define_output_layer", "untied", "tied_map")]
     state = {"model": {}, "cfg": {"model": saved}}
-    with pytest.raises(checkpoint_fit.CheckpointFormError, match="--define-output-layer untied in the checkpoint, tied_map here"):
+    with pytest.raises(
+        checkpoint_fit.CheckpointFormError, match="--define-output-layer untied in the checkpoint, tied_map here"
+    ):
         checkpoint_fit.check_checkpoint_form("c.pt", state, here)
     checkpoint_fit.check_checkpoint_form("c.pt", state, {**saved, "dropout": 0.5})  # dropout is no other model
-    with pytest.raises(checkpoint_fit.CheckpointFormError, match=r"--model-overrides define_output_layer='tied_map' \(trained with 'untied'\)"):
+    with pytest.raises(
+        checkpoint_fit.CheckpointFormError,
+        match=r"--model-overrides define_output_layer='tied_map' \(trained with 'untied'\)",
+    ):
         checkpoint_fit.check_overrides_fit(state, {"define_output_layer": "tied_map", "dropout": 0.0}, "c.pt")
     checkpoint_fit.check_overrides_fit(state, {"dropout": 0.0, "beam": 5, "define_output_layer": "untied"}, "c.pt")
 

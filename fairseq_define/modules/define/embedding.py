@@ -116,7 +116,9 @@ class DefineEmbedding(nn.Module):
     def weight(self):
         """The n-dim map table (standard map), for output-layer tying."""
         if self.map_kind != "standard":
-            raise AttributeError("a map built by the model (e.g. an adaptive input) has no single table; tie through .map")
+            raise AttributeError(
+                "a map built by the model (e.g. an adaptive input) has no single table; tie through .map"
+            )
         return self.map.weight
 
     def map_tokens(self, tokens):

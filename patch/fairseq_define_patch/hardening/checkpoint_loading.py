@@ -55,8 +55,7 @@ PATCHES = (
             # a dict with a 'model' entry but not the rest: KeyError
             Edit(
                 "    state = _upgrade_state_dict(state)\n    return state\n",
-                "    state = upgrade_checked(_upgrade_state_dict, state, path)  # (fairseq_define)\n"
-                "    return state\n",
+                "    state = upgrade_checked(_upgrade_state_dict, state, path)  # (fairseq_define)\n    return state\n",
             ),
             # a folder, or a --restore-file that does not exist: trained from scratch silently
             Edit(

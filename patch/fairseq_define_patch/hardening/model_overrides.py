@@ -82,7 +82,9 @@ PATCHES = (
                 "        [cfg.common_eval.path],\n"
                 "        arg_overrides=overrides,\n",
             ),
-            insert_before("\n    use_fp16 = cfg.common.fp16\n", _CHECK_OVERRIDES_CALL.format("overrides", "model_args")),
+            insert_before(
+                "\n    use_fp16 = cfg.common.fp16\n", _CHECK_OVERRIDES_CALL.format("overrides", "model_args")
+            ),
         ),
     ),
     FilePatch(

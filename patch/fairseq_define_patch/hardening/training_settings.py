@@ -30,17 +30,13 @@ PATCHES = (
         "fairseq",
         "fairseq_cli/train.py",
         "no batch size: a clear error, not an AssertionError",
-        (
-            _NO_BATCH_SIZE,
-        ),
+        (_NO_BATCH_SIZE,),
     ),
     FilePatch(
         "fairseq",
         "fairseq_cli/validate.py",
         "no batch size: a clear error, not an AssertionError",
-        (
-            _NO_BATCH_SIZE,
-        ),
+        (_NO_BATCH_SIZE,),
     ),
     FilePatch(
         "fairseq",
@@ -62,8 +58,7 @@ PATCHES = (
         "--optimizer-overrides checked as it is applied (names the optimizer has, values in range)",
         (
             Edit(
-                "            for group in self.param_groups:\n"
-                "                group.update(optimizer_overrides)\n",
+                "            for group in self.param_groups:\n                group.update(optimizer_overrides)\n",
                 "            from fairseq._define_runtime.training_settings import check_optimizer_overrides\n\n"
                 "            for group in self.param_groups:\n"
                 "                group.update(check_optimizer_overrides(group, optimizer_overrides))\n",

@@ -59,7 +59,9 @@ def check_sizes_left(indices, ignored, dataset, max_positions, ignore_invalid_in
     if not ignore_invalid_inputs:
         raise UserError(
             "sentence #{} is longer than the model accepts (max positions {}): drop or split "
-            "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test".format(ignored[0], max_positions)
+            "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test".format(
+                ignored[0], max_positions
+            )
         )
     if len(indices) == 0 and not _chunked_input[0]:
         raise UserError(
