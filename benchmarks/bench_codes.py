@@ -63,7 +63,8 @@ def main():
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     print(
-        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}; "
         f"{args.codebooks} x {args.codes} codes, autoencoder {args.steps} steps, at most {args.rounds} rounds"
     )
     methods = ["random + LS", "autoencoder + LS", "autoencoder + ref", "random + ref"]
@@ -80,7 +81,8 @@ def main():
             label = f"{path.split('/')[-2]}/{name} {list(emb.weight.shape)}"
             print(f"{label:<58} " + " ".join(cells))
             print(
-                f"{'':<58} seconds: random + ref {res['random + ref'][2]:.1f}, autoencoder {res['autoencoder + LS'][2]:.1f}, "
+                f"{'':<58} seconds: random + ref {res['random + ref'][2]:.1f}, autoencoder "
+                f"{res['autoencoder + LS'][2]:.1f}, "
                 f"autoencoder + ref {res['autoencoder + ref'][2]:.1f}"
             )
 

@@ -189,7 +189,8 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_m
                     steps["unit"]()
                 print(
                     f"{style:<8} {label:<38} {tokens:>5} {tokens / times['unit']:>14.0f} "
-                    f"{unit_flops(unit.unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} {fraction('unit'):>9} "
+                    f"{unit_flops(unit.unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} "
+                    f"{fraction('unit'):>9} "
                     f"{sum(ops.ops.values()):>4} {fraction('compiled'):>9} {fraction('graph'):>6}"
                 )
 
@@ -231,7 +232,8 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
         unique = tokens.unique().numel()
         print(
             f"  {label} ({vocab} vocab, {unique} distinct of {tokens.numel()} tokens): theirs "
-            f"{times['theirs'] * 1e3:.1f} ms, ours {times['ours'] * 1e3:.1f} ms, ratio {times['ours'] / times['theirs']:.3f}; "
+            f"{times['theirs'] * 1e3:.1f} ms, ours {times['ours'] * 1e3:.1f} ms, ratio "
+            f"{times['ours'] / times['theirs']:.3f}; "
             f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}"
         )
 
@@ -545,7 +547,8 @@ def bench_lm_inference(device, dtype, min_run_time):
     from fairseq_define.modules import cache_define_tables
 
     print(
-        "\n3. LM forward at inference (AWD-LSTM + DeFINE, Table 1c sizes, 10x70 tokens of PTB): cached DeFINE table vs a plain nn.Embedding"
+        "\n3. LM forward at inference (AWD-LSTM + DeFINE, Table 1c sizes, 10x70 tokens of PTB): cached DeFINE table vs "
+        "a plain nn.Embedding"
     )
     cached = build_lm("define_awd_lstm_ptb_define", 10000).eval()
     cache_define_tables(cached)
@@ -566,7 +569,8 @@ def bench_lm_inference(device, dtype, min_run_time):
 
 def bench_inference(device, dtype, min_run_time):
     print(
-        "\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512), "
+        "\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x "
+        "512), "
         "64x128 tokens of WMT news text"
     )
     emb = DefineEmbedding(DefineOptions.from_config(DefineConfig()), 32000, 1, 512).eval()
@@ -646,8 +650,10 @@ def main():
         if k.startswith("MALLOC_") or k in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE")
     )
     print(
-        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-        f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}, "
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}, "
+        f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, "
+        f"{args.dtype}, "
         f"allocator {allocator or 'default'}"
     )
     if args.only in (None, 1):

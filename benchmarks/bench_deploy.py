@@ -103,7 +103,8 @@ def main():
         "--threads",
         type=int,
         default=1,
-        help="CPU threads for every system (on a shared machine, more threads than free cores make torch many times slower)",
+        help="CPU threads for every system (on a shared machine, more threads than free cores make torch many "
+        "times slower)",
     )
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
     parser.add_argument(

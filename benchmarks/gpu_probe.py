@@ -941,7 +941,8 @@ def summary(d: dict) -> str:
             k = pr["top_kernels"][0]
             lines.append(
                 f"- profile {key}: {pr['device_us'] / 1e3:.2f} ms of kernels a step, the embedding's forward "
-                f"{pr['embedding_share_of_device_time']:.1%} of it; top kernel {k['name'][:60]} ({k['device_us']:.0f} us)"
+                f"{pr['embedding_share_of_device_time']:.1%} of it; top kernel {k['name'][:60]} ({k['device_us']:.0f} "
+                f"us)"
             )
     for name, u in d["unit_fraction"].items():
         parts = [f"{how} {u[how]['fraction_of_matmul']:.2f}" for how in ("eager", "graphed", "captured")

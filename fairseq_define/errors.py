@@ -63,7 +63,8 @@ _FAIRSEQ_USER_ERRORS = [
     ),
     (
         "RuntimeError",
-        r"size mismatch for (\S+cached_table\.weight): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+        r"size mismatch for (\S+cached_table\.weight): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from "
+        r"checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
         "the cached DeFINE table {0} is {1} but this dictionary needs {2}; use the dictionary "
         "(dict.*.txt) the model was trained with, or cache the tables again with "
         "fairseq-define-cache-tables from the trained checkpoint",
@@ -71,20 +72,23 @@ _FAIRSEQ_USER_ERRORS = [
     # learned positions: --max-*-positions (or --model-overrides of them) at other values
     (
         "RuntimeError",
-        r"size mismatch for (\S*embed_positions\S*): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+        r"size mismatch for (\S*embed_positions\S*): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from "
+        r"checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
         "the learned positions table {0} is {1} in the checkpoint but {2} in this model: keep "
         "--max-source-positions / --max-target-positions (and --model-overrides of them) at the "
         "values it was trained with",
     ),
     (
         "RuntimeError",
-        r"size mismatch for (\S+): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape in current model is (torch.Size\(\[[0-9, ]*\]\))",
+        r"size mismatch for (\S+): copying a param with shape (torch.Size\(\[[0-9, ]*\]\)) from checkpoint, the shape "
+        r"in current model is (torch.Size\(\[[0-9, ]*\]\))",
         "the checkpoint does not fit the data: {0} is {1} in the checkpoint but {2} for this "
         "dictionary; use the dictionary (dict.*.txt) the model was trained with",
     ),
     (
         "Exception",
-        r"Size of sample #(\d+) is invalid.*max_positions=(.*), skip this example with --skip-invalid-size-inputs-valid-test",
+        r"Size of sample #(\d+) is invalid.*max_positions=(.*), skip this example with "
+        r"--skip-invalid-size-inputs-valid-test",
         "sentence #{0} is longer than the model accepts (max positions {1}): drop or split "
         "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test",
     ),

@@ -128,7 +128,8 @@ def locate(dataset, data_root=None, download=False, verify_sums=True):
     how = (
         f"{dataset} has no public download as one file: copy it there"
         if source == "local"
-        else f"or download it from {source}, checked, with --download (or: python3 run_scripts/corpora.py fetch {dataset})"
+        else f"or download it from {source}, checked, with --download "
+        f"(or: python3 run_scripts/corpora.py fetch {dataset})"
     )
     raise DataError(
         f"{dataset} not found under {' or '.join(str(r) for r in searched)}: pass --data-root DIR or set "
@@ -233,7 +234,8 @@ def fetch_one(f, cache, tmp, verify_sums):
         except (tarfile.TarError, zipfile.BadZipFile, gzip.BadGzipFile, EOFError, zlib.error) as e:
             archive.unlink()
             raise DataError(
-                f"the downloaded {archive} is damaged ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); it was removed: "
+                f"the downloaded {archive} is damaged ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); it was "
+                f"removed: "
                 "run again to download it afresh"
             ) from None
         except DataError:
@@ -254,7 +256,8 @@ def extract(archive, member, dest):
         with zipfile.ZipFile(archive) as z:
             if member not in z.namelist():
                 raise DataError(
-                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)"
+                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it "
+                    f"afresh)"
                 )
             with z.open(member) as src, open(dest, "wb") as out:
                 copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
@@ -264,7 +267,8 @@ def extract(archive, member, dest):
             names = {m.name.removeprefix("./"): m for m in t.getmembers() if m.isfile()}
             if member not in names:
                 raise DataError(
-                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)"
+                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it "
+                    f"afresh)"
                 )
             with t.extractfile(names[member]) as src, open(dest, "wb") as out:
                 copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)

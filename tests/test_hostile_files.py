@@ -687,7 +687,8 @@ def test_resuming_names_the_form_the_arch_and_inference_only_not_the_dropout():
     lm = {"_name": "transformer_lm", "decoder_layers": 2, "dropout": 0.1}
     with pytest.raises(
         UserError,
-        match="--arch transformer_lm in the checkpoint, define_lstm_lm here \\(a TransformerLanguageModel, not a LSTMLanguageModel\\)",
+        match="--arch transformer_lm in the checkpoint, define_lstm_lm here "
+        "\\(a TransformerLanguageModel, not a LSTMLanguageModel\\)",
     ):
         check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {"_name": "define_lstm_lm", "lstm_layers": 2})
     check_checkpoint_form("c.pt", {"cfg": {"model": lm}}, {**lm, "dropout": 0.3})

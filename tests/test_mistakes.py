@@ -650,7 +650,8 @@ DEFINE_LM_MISTAKES = [
     ),
     (
         ["--define-output-layer", "untied", "--share-decoder-input-output-embed"],
-        "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its own",
+        "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its "
+        "own",
     ),
 ]
 

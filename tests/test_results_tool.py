@@ -535,7 +535,8 @@ def test_record_counts_parameters_on_the_checkpoint_when_the_log_has_no_distribu
     run.mkdir()
     shutil.copy(path, run / "checkpoint_last.pt")
     (run / "train.log").write_text(
-        "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: 9,999,999)\n"
+        "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: "
+        "9,999,999)\n"
     )
     result = result_records.build_result("1c", "awd_lstm", str(run), metrics=["valid_ppl=100"])
     expected = {k: round(v / 1e6, 2) for k, v in parameter_distribution(model).items()}

@@ -111,7 +111,8 @@ class LSTMLanguageModel(DefineLanguageModel):
         if len(widths) > 1:
             raise NotExportable(
                 f"its LSTM layers are {'/'.join(str(l.hidden_size) for l in dec.layers)} wide, but fairseq's lstm_lm "
-                "has one width for every layer (exact only with --lstm-hidden-dim equal to --define-map-dim, or one layer)"
+                "has one width for every layer (exact only with --lstm-hidden-dim equal to --define-map-dim, or one "
+                "layer)"
             )
         n = widths.pop()
         asm = dec.adaptive_softmax

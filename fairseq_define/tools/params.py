@@ -202,7 +202,10 @@ def _columns_reproduced(rows) -> str:
     """Which of the context-model and input-output columns equal the paper's (2 decimals) in
     every row of ``rows``: (ours, paper) pairs of each."""
     same = [name for name, pairs in rows.items() if all(p is None or round(o, 2) == p for o, p in pairs)]
-    return f"The {' and '.join(same) or 'no'} column{'s' if len(same) != 1 else ''} reproduce{'' if len(same) != 1 else 's'} the paper"
+    return (
+        f"The {' and '.join(same) or 'no'} column{'s' if len(same) != 1 else ''} "
+        f"reproduce{'' if len(same) != 1 else 's'} the paper"
+    )
 
 
 def table_2() -> None:
@@ -272,7 +275,8 @@ def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
         models = build_styles(arch, vocab)
         c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
         print(
-            f"{name:<24} {_ours_paper(c['define'], p_define):>18} {_or_dash(_millions(models['authors'], 'define')):>8} "
+            f"{name:<24} {_ours_paper(c['define'], p_define):>18} "
+            f"{_or_dash(_millions(models['authors'], 'define')):>8} "
             f"{_ours_paper(c['context'], p_context):>15} {_ours_paper(c['input_output'], p_io):>15} "
             f"{_ours_paper(c['total'], p_total):>17} {_or_dash(_millions(models['authors'], 'total')):>8}"
         )

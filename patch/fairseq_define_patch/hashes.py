@@ -17,7 +17,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/encoder_fastpath.py": (
         None,
-        "03dd5873b23c4aa633b55b9444336ba1ee116f818e6cd45259cd65d531757ea0",
+        "fbd7de4dfc4726b02ec7584a7be61d00a605b3a8aa180ccf4e55491c85e66ad4",
     ),
     "fairseq/_define_runtime/bf16_devices.py": (
         None,
@@ -41,11 +41,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "d11016fb81f758a51e1be131f43395c6de68513db01ab6b8879e67a893a02bb5",
+        "b4e0f4d315ec356b2f769a5d31f71990ef760b925b5a7781129b7d1bec3c3614",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "f8c0c51666cac647691efed165fdf653473b10d297527550b4d4c62234626f3a",
+        "9fa653613a89b3b3169167864c777f44d47a3af21b8a4d01bcabe23ecbe416cf",
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
@@ -109,7 +109,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/layer_pruning.py": (
         None,
-        "78f7b81581fe148a1a711e8bf6751a1a6a1764688dc4d94caf138dfabe8c22b6",
+        "56e4b2c57723bc9a929a72669c40e94cbe11942ff118ababe51e1b16b9822cd7",
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,

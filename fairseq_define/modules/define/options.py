@@ -66,7 +66,8 @@ class DefineOptions:
         if not scale > 0:
             raise DefineConfigError(
                 f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-                f"optimizer's learning rate; the default, {DEFAULT_UNIT_GRAD_SCALE:g}, is what keeps SGD at lr 30 stable"
+                f"optimizer's learning rate; the default, {DEFAULT_UNIT_GRAD_SCALE:g}, is what keeps SGD at lr 30 "
+                f"stable"
             )
         return cls(
             style=style,

@@ -74,7 +74,8 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
             # a list of int: a float that is not whole is refused, not truncated (cutoffs)
             Edit(
                 "        return list(map(type, x))\n    except TypeError:\n",
-                "        return typed_config_list(x, type)  # (fairseq_define) 10.5 is not an int\n    except TypeError:\n",
+                "        return typed_config_list(x, type)  # (fairseq_define) 10.5 is not an int\n    except "
+                "TypeError:\n",
             ),
         ),
     )

@@ -53,7 +53,8 @@ PATCHES = (
             Edit(
                 "    def __del__(self):\n        self._bin_buffer_mmap._mmap.close()\n"
                 "        del self._bin_buffer_mmap\n        del self._index\n",
-                '    def __del__(self):\n        release_mmap(self, "_bin_buffer_mmap", "_index")  # (fairseq_define)\n',
+                '    def __del__(self):\n        release_mmap(self, "_bin_buffer_mmap", "_index")  # '
+                '(fairseq_define)\n',
             ),
         ),
     ),

@@ -41,7 +41,8 @@ PATCHES = (
             # before check_is_checkpoint (hardening/checkpoint_loading.py) reads the names
             insert_before(
                 "    check_is_checkpoint(state, path, arg_overrides)  # (fairseq_define)\n",
-                "    arg_overrides = checked_model_overrides(arg_overrides, state)  # (fairseq_define) keys, groups, kinds\n",
+                "    arg_overrides = checked_model_overrides(arg_overrides, state)  # (fairseq_define) keys, groups, "
+                "kinds\n",
             ),
             Edit(
                 '            overwrite_args_by_name(state["cfg"], arg_overrides)\n\n',

@@ -92,7 +92,8 @@ PATCHES = (
             Edit(
                 "from torch import Tensor\n\nif TYPE_CHECKING:\n",
                 "from torch import Tensor\n"
-                "from fairseq._define_runtime.plugin_names import check_user_dir, user_dir_not_found  # (fairseq_define)\n\n"
+                "from fairseq._define_runtime.plugin_names import check_user_dir, user_dir_not_found  # "
+                "(fairseq_define)\n\n"
                 "if TYPE_CHECKING:\n",
             ),
         ),

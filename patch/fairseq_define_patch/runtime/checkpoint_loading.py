@@ -320,7 +320,8 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         ) from None
     except IsADirectoryError:
         raise CheckpointLoadError(
-            f"{name} is a folder, not a checkpoint file: give the file (e.g. {os.path.join(name, 'checkpoint_best.pt')})"
+            f"{name} is a folder, not a checkpoint file: give the file (e.g. "
+            f"{os.path.join(name, 'checkpoint_best.pt')})"
         ) from None
     except (RecursionError, MemoryError) as e:
         raise CheckpointLoadError(
