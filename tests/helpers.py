@@ -419,3 +419,34 @@ def assert_png(path, min_std=0.02):
     assert img.shape[0] >= 200 and img.shape[1] >= 300
     assert img.std() > min_std, f"{path} looks blank"
     return img
+
+
+# checkpoints of tests/legacy_checkpoints/families, edited: the hostile-file tests' inputs (test_hostile_*.py)
+
+FAMILIES = Path(__file__).parent / "legacy_checkpoints" / "families"
+
+
+def nmt_checkpoint(tmp_path, edit=None):
+    """The legacy nmt_untied checkpoint (define_transformer_tiny, n=8, d=32), its config edited
+    by ``edit(model_cfg)``, and the overrides that find its dictionaries in tmp_path."""
+    import shutil
+
+    for name in ("dict.en.txt", "dict.de.txt"):
+        shutil.copyfile(FAMILIES / "nmt.dict.txt", tmp_path / name)
+    state = safe_torch_load(str(FAMILIES / "nmt_untied.pt"))
+    if edit is not None:
+        edit(state["cfg"]["model"])
+    path = tmp_path / "checkpoint.pt"
+    torch.save(state, path)
+    return str(path), {"data": str(tmp_path), "source_lang": "en", "target_lang": "de"}
+
+
+def damaged_checkpoint(tmp_path, edit):
+    """nmt_checkpoint with its weights edited by ``edit``; its task names the data in tmp_path
+    (the tools read no --model-overrides)."""
+    path, overrides = nmt_checkpoint(tmp_path)
+    state = safe_torch_load(path)
+    edit(state["model"])
+    state["cfg"]["task"].update(overrides)
+    torch.save(state, path)
+    return path, overrides

@@ -824,7 +824,7 @@ def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
 
 
 # One command-line row per class of mistake (the classes' tables run in process in
-# tests/test_mistakes.py and tests/test_hostile_files.py): the line reaches the user, exit
+# tests/test_mistakes.py and tests/test_hostile_*.py): the line reaches the user, exit
 # non-zero, nothing written. (name, command (given the data, a checkpoint, a scratch folder),
 # program, what the line says)
 CLI_MISTAKES = [

@@ -1027,7 +1027,7 @@ def test_interactive_reads_a_pipe(cli_slices):
 
 def trained_nmt(tmp_path):
     """A trained translation checkpoint (the legacy nmt_untied) whose task names its data."""
-    from .test_hostile_files import damaged_checkpoint
+    from .helpers import damaged_checkpoint
 
     return damaged_checkpoint(tmp_path, lambda weights: None)[0]
 
@@ -1175,7 +1175,7 @@ def test_ct2_of_a_language_model_is_refused_before_the_export_is_written(tmp_pat
     import shutil
 
     pytest.importorskip("ctranslate2")
-    from .test_hostile_files import FAMILIES
+    from .helpers import FAMILIES
 
     shutil.copyfile(FAMILIES / "lm.dict.txt", tmp_path / "dict.txt")
     files = {"CK": str(FAMILIES / "transformer_lm.pt"), "OUT": str(tmp_path / "out.pt"), "DATA": str(tmp_path),

@@ -1,7 +1,7 @@
 """The patch's runtime modules (fairseq_define_patch/runtime/), imported directly: the code
 that --apply copies into fairseq as fairseq/_define_runtime/, tested where it is written.
 The stock command-line tools run in test_stock_cli.py; the plugin's suite runs them with its
-models too (its test_hostile_files.py, test_bad_input.py, test_mistakes.py, ...)."""
+models too (its test_hostile_*.py, test_bad_input.py, test_mistakes.py, ...)."""
 
 import argparse
 import io
