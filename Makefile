@@ -22,7 +22,7 @@ TORCH_REQUIREMENT := torch
 endif
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-patch test-fast setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm study-adaptive fairseq-tests clean-venv
+.PHONY: demo test test-patch test-fast lint setup check gpu-check recipes-small studies study-nmt study-ptb study-wt2 study-tlm study-adaptive fairseq-tests clean-venv
 
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" bash examples/nmt_demo/run.sh $(ARGS)
@@ -44,6 +44,10 @@ test-patch: $(STAMP)
 # the in-process unit tests only (no fairseq CLI, no recipe): the inner loop (docs/testing.md)
 test-fast: $(STAMP)
 	PATH="$(BIN):$$PATH" $(BIN)/python -m pytest tests -m "not cli" $(XDIST) $(PYTEST_ARGS)
+
+# ruff (ruff.toml): pyflakes, pycodestyle and import order; CI runs it first (a second)
+lint: $(STAMP)
+	$(BIN)/ruff check fairseq_define patch tests benchmarks studies scripts run_scripts examples
 
 setup: $(STAMP)
 

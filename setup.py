@@ -31,7 +31,7 @@ setup(
     ],
     # pytest-xdist: make test runs two workers; filelock: fixtures the workers share (tests/conftest.py)
     # deploy: CTranslate2, the inference engine fairseq-define-export --ct2 converts to (docs/inference.md)
-    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock"], "deploy": ["ctranslate2>=4.0"]},
+    extras_require={"test": ["pytest", "hypothesis", "pytest-xdist", "filelock", "ruff>=0.17,<0.18"], "deploy": ["ctranslate2>=4.0"]},
     entry_points={
         "console_scripts": [
             "fairseq-define-params = fairseq_define.tools.params:cli_main",

@@ -54,12 +54,19 @@ def main():
     parser.add_argument("--data", help="data directory with the dictionaries, if not where the checkpoint was trained")
     parser.add_argument("--codebooks", type=int, default=32, help="M: codebooks (codes per row); default 32")
     parser.add_argument("--codes", type=int, default=16, help="K: codes per codebook; default 16")
-    parser.add_argument("--steps", type=int, default=2000, help="autoencoder training steps (batches of 128 rows); default 2000")
-    parser.add_argument("--rounds", type=int, default=20, help="most refinement rounds (stops when one gains < 0.1%%); default 20")
+    parser.add_argument(
+        "--steps", type=int, default=2000, help="autoencoder training steps (batches of 128 rows); default 2000"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=20, help="most refinement rounds (stops when one gains < 0.1%%); default 20"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.codebooks} x {args.codes} codes, autoencoder {args.steps} steps, at most {args.rounds} rounds")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}; "
+        f"{args.codebooks} x {args.codes} codes, autoencoder {args.steps} steps, at most {args.rounds} rounds"
+    )
     methods = ["random + LS", "autoencoder + LS", "autoencoder + ref", "random + ref"]
     print(f"\n{'table':<58} " + " ".join(f"{m:>20}" for m in methods))
     for path in args.path:
@@ -73,8 +80,11 @@ def main():
                 cells.append(f"{error:.3f}{note}".rjust(20))
             label = f"{path.split('/')[-2]}/{name} {list(emb.weight.shape)}"
             print(f"{label:<58} " + " ".join(cells))
-            print(f"{'':<58} seconds: random + ref {res['random + ref'][2]:.1f}, autoencoder {res['autoencoder + LS'][2]:.1f}, "
-                  f"autoencoder + ref {res['autoencoder + ref'][2]:.1f}")
+            print(
+                f"{'':<58} seconds: random + ref {res['random + ref'][2]:.1f}, autoencoder "
+                f"{res['autoencoder + LS'][2]:.1f}, "
+                f"autoencoder + ref {res['autoencoder + ref'][2]:.1f}"
+            )
 
 
 if __name__ == "__main__":

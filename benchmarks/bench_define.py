@@ -64,7 +64,6 @@ from fairseq_define.modules import (
 )
 from fairseq_define.modules.define.embedding import set_unit_run
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
@@ -180,15 +179,20 @@ def bench_unit(device, dtype, min_run_time, token_counts=(8192, 2048), compile_m
                 rate_mm = 2 * 3 * tokens * w * w / times["mm"] / 1e9
 
                 def fraction(name):
-                    return f"{unit_flops(unit.unit, tokens) / times[name] / 1e9 / rate_mm:.2f}" if name in times else "-"
+                    return (
+                        f"{unit_flops(unit.unit, tokens) / times[name] / 1e9 / rate_mm:.2f}" if name in times else "-"
+                    )
 
                 unit.zero_grad(set_to_none=True)  # as a training step finds them (fairseq's zero_grad)
                 x.grad = None
                 with OpRecorder() as ops:
                     steps["unit"]()
-                print(f"{style:<8} {label:<38} {tokens:>5} {tokens / times['unit']:>14.0f} "
-                      f"{unit_flops(unit.unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} {fraction('unit'):>9} "
-                      f"{sum(ops.ops.values()):>4} {fraction('compiled'):>9} {fraction('graph'):>6}")
+                print(
+                    f"{style:<8} {label:<38} {tokens:>5} {tokens / times['unit']:>14.0f} "
+                    f"{unit_flops(unit.unit, tokens) / times['unit'] / 1e9:>13.1f} {rate_mm:>15.1f} "
+                    f"{fraction('unit'):>9} "
+                    f"{sum(ops.ops.values()):>4} {fraction('compiled'):>9} {fraction('graph'):>6}"
+                )
 
 
 def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 tokens
@@ -226,9 +230,12 @@ def bench_vs_authors(device, dtype, min_run_time, rows=64, length=128):  # 8192 
         times = interleaved({name: make_step(mod) for name, mod in models.items()}, rounds=5,
                             min_run_time=min_run_time / 2)
         unique = tokens.unique().numel()
-        print(f"  {label} ({vocab} vocab, {unique} distinct of {tokens.numel()} tokens): theirs "
-              f"{times['theirs'] * 1e3:.1f} ms, ours {times['ours'] * 1e3:.1f} ms, ratio {times['ours'] / times['theirs']:.3f}; "
-              f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}")
+        print(
+            f"  {label} ({vocab} vocab, {unique} distinct of {tokens.numel()} tokens): theirs "
+            f"{times['theirs'] * 1e3:.1f} ms, ours {times['ours'] * 1e3:.1f} ms, ratio "
+            f"{times['ours'] / times['theirs']:.3f}; "
+            f"every token through the unit (same work as theirs): ratio {times['ours-plain'] / times['theirs']:.3f}"
+        )
 
 
 PLAIN = "define-plain"  # the variant whose units run once per position (set_unit_run's token path)
@@ -250,9 +257,24 @@ def build_nmt_variants(layers, variants=NMT_VARIANTS, vocab=32000):
     models = {}
     for name, extra in variants:
         parser = options.get_training_parser(default_task="translation")
-        args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_wmt_en_de",
-                                                     "--encoder-layers", str(layers), "--decoder-layers", str(layers),
-                                                     "--dropout", "0", "--share-all-embeddings", *extra])
+        args = options.parse_args_and_arch(
+            parser,
+            [
+                "-",
+                "--task",
+                "translation",
+                "--arch",
+                "define_transformer_wmt_en_de",
+                "--encoder-layers",
+                str(layers),
+                "--decoder-layers",
+                str(layers),
+                "--dropout",
+                "0",
+                "--share-all-embeddings",
+                *extra,
+            ],
+        )
         d = dictionary_of_size(vocab)
         torch.manual_seed(0)
         models[name] = plain_if_named(name, build_model(args, VocabularyOnlyTask(d, d)))
@@ -266,7 +288,9 @@ def plain_if_named(name, model):
 
 def report(times, tokens, base="projective"):
     for name, t in times.items():
-        print(f"  {name:<16} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}")
+        print(
+            f"  {name:<16} {t * 1e3:9.1f} ms/step {tokens / t:11.0f} tokens/s   ratio to {base} {t / times[base]:.3f}"
+        )
     if PLAIN in times:
         print(f"  unique-token path gain: plain / unique = {times[PLAIN] / times['define']:.3f}")
 
@@ -383,11 +407,17 @@ def embedding_alone(models, src, min_run_time):
 
 
 def bench_output_forms(device, dtype, min_run_time, layers, rows, length, vocab=32000):
-    models = {name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers, OUTPUT_VARIANTS, vocab).items()}
-    print(f"\n5. training step (forward+backward) of define_transformer_wmt_en_de with {layers}+{layers} layers, a "
-          f"shared {vocab}-token vocabulary, each output layer; {rows}x{length} source and target tokens of WMT news text")
+    models = {
+        name: m.to(device=device, dtype=dtype) for name, m in build_nmt_variants(layers, OUTPUT_VARIANTS, vocab).items()
+    }
+    print(
+        f"\n5. training step (forward+backward) of define_transformer_wmt_en_de with {layers}+{layers} layers, a "
+        f"shared {vocab}-token vocabulary, each output layer; {rows}x{length} source and target tokens of WMT news text"
+    )
     make_step = nmt_step_maker(device, rows, length, vocab)
-    report(interleaved({n: make_step(m) for n, m in models.items()}, 5, min_run_time / 2), rows * length, base="tied_map")
+    report(
+        interleaved({n: make_step(m) for n, m in models.items()}, 5, min_run_time / 2), rows * length, base="tied_map"
+    )
 
 
 def build_lm(arch, vocab, extra=()):
@@ -457,11 +487,34 @@ HOST_NMT = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder
             "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
             "--define-map-dim", "16", "--define-expand-dim", "128"]
 HOST_LM = {
-    "define_awd_lstm_ptb_define": ["--define-map-dim", "16", "--define-expand-dim", "64", "--define-out-dim", "16",
-                                   "--lstm-hidden-dim", "32"],
-    "define_txl_wt103_define_n128": ["--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
-                                     "--decoder-attention-heads", "2", "--decoder-head-dim", "16", "--define-map-dim", "16",
-                                     "--define-expand-dim", "128", "--define-out-dim", "32", "--mem-len", "8"],
+    "define_awd_lstm_ptb_define": [
+        "--define-map-dim",
+        "16",
+        "--define-expand-dim",
+        "64",
+        "--define-out-dim",
+        "16",
+        "--lstm-hidden-dim",
+        "32",
+    ],
+    "define_txl_wt103_define_n128": [
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "32",
+        "--decoder-attention-heads",
+        "2",
+        "--decoder-head-dim",
+        "16",
+        "--define-map-dim",
+        "16",
+        "--define-expand-dim",
+        "128",
+        "--define-out-dim",
+        "32",
+        "--mem-len",
+        "8",
+    ],
 }
 HOST_LM["define_txl_wt103_projective_n128"] = HOST_LM["define_txl_wt103_define_n128"]
 
@@ -477,7 +530,10 @@ def bench_host(min_run_time, nmt_layers, txl_layers, compile_unit=None):
     report(timed_variants(models, nmt_step_maker("cpu", 8, 8, vocab=1000), 9, min_run_time / 4, compile_unit), 64)
     for label, source, vocab, _, arms in lm_variants(txl_layers):
         print(f"  {label}")
-        models = {name: plain_if_named(name, build_lm(arch, vocab, extra + HOST_LM[arch])) for name, (arch, extra) in arms.items()}
+        models = {
+            name: plain_if_named(name, build_lm(arch, vocab, extra + HOST_LM[arch]))
+            for name, (arch, extra) in arms.items()
+        }
         report(timed_variants(models, lm_step_maker(corpus(*source), vocab, 4, 8, "cpu"), 9, min_run_time / 4,
                               compile_unit), 32)
 
@@ -490,7 +546,10 @@ def inference_report(t, tokens):
 def bench_lm_inference(device, dtype, min_run_time):
     from fairseq_define.modules import cache_define_tables
 
-    print("\n3. LM forward at inference (AWD-LSTM + DeFINE, Table 1c sizes, 10x70 tokens of PTB): cached DeFINE table vs a plain nn.Embedding")
+    print(
+        "\n3. LM forward at inference (AWD-LSTM + DeFINE, Table 1c sizes, 10x70 tokens of PTB): cached DeFINE table vs "
+        "a plain nn.Embedding"
+    )
     cached = build_lm("define_awd_lstm_ptb_define", 10000).eval()
     cache_define_tables(cached)
     plain = build_lm("define_awd_lstm_ptb_define", 10000).eval()
@@ -502,13 +561,18 @@ def bench_lm_inference(device, dtype, min_run_time):
     tokens = real_token_ids(corpus("ptb", "ptb.test.txt"), 10000, 10, 70).to(device)
     with torch.no_grad():
         torch.testing.assert_close(cached(tokens)[0], plain(tokens)[0])
-        t = interleaved({"cached": lambda: cached(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
+        t = interleaved(
+            {"cached": lambda: cached(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4
+        )
     inference_report(t, tokens.numel())
 
 
 def bench_inference(device, dtype, min_run_time):
-    print("\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x 512), "
-          "64x128 tokens of WMT news text")
+    print(
+        "\n3. embedding lookup at inference: cached DeFINE table vs a plain nn.Embedding of the same size (32000 x "
+        "512), "
+        "64x128 tokens of WMT news text"
+    )
     emb = DefineEmbedding(DefineOptions.from_config(DefineConfig()), 32000, 1, 512).eval()
     emb.cache_table()
     plain = torch.nn.Embedding(32000, 512, padding_idx=1).eval()
@@ -516,15 +580,16 @@ def bench_inference(device, dtype, min_run_time):
     emb, plain = emb.to(device=device, dtype=dtype), plain.to(device=device, dtype=dtype)
     tokens = real_token_ids(corpus("wmt14-test", "newstest2014.en"), 32000, 64, 128).to(device)
     with torch.no_grad():
-        t = interleaved({"cached": lambda: emb(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4)
+        t = interleaved(
+            {"cached": lambda: emb(tokens), "plain": lambda: plain(tokens)}, rounds=9, min_run_time=min_run_time / 4
+        )
     inference_report(t, tokens.numel())
 
 
 def bench_params():
+    from fairseq_define.paper_tables import TABLE3_VOCAB
     from fairseq_define.param_report import parameter_distribution
     from fairseq_define.tools.params import build_arch
-
-    from fairseq_define.paper_tables import TABLE3_VOCAB
 
     print(f"\n4. parameters in Table 3's configuration (separate {TABLE3_VOCAB:,}-token vocabularies)")
     base = parameter_distribution(build_arch("transformer_wmt_en_de", TABLE3_VOCAB, TABLE3_VOCAB)[0])["total"]
@@ -541,14 +606,30 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement")
-    parser.add_argument("--nmt-layers", type=int, default=6, help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)")
-    parser.add_argument("--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)")
-    parser.add_argument("--nmt-batch", default="64x64 32x64", help="benchmark 2's NMT batches, sentences x tokens per side "
-                        "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)")
-    parser.add_argument("--compile", nargs="?", const="default", metavar="MODE",
-                        choices=COMPILE_MODES,
-                        help="benchmarks 1, 2 and 6 also time the units (2, 6: of the define variant) under torch.compile "
-                        "(dynamic shapes; MODE: torch.compile's mode, default 'default'), and print the compile time")
+    parser.add_argument(
+        "--nmt-layers",
+        type=int,
+        default=6,
+        help="encoder and decoder layers of benchmark 2's NMT model (the architecture's 6)",
+    )
+    parser.add_argument(
+        "--txl-layers", type=int, default=16, help="layers of benchmark 2's Transformer-XL (the architecture's 16)"
+    )
+    parser.add_argument(
+        "--nmt-batch",
+        default="64x64 32x64",
+        help="benchmark 2's NMT batches, sentences x tokens per side "
+        "(default: the paper's 4096 tokens a side per device, then the CPU recipes' 2048)",
+    )
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const="default",
+        metavar="MODE",
+        choices=COMPILE_MODES,
+        help="benchmarks 1, 2 and 6 also time the units (2, 6: of the define variant) under torch.compile "
+        "(dynamic shapes; MODE: torch.compile's mode, default 'default'), and print the compile time",
+    )
     parser.add_argument("--row-bucket", type=int, default=0, metavar="N",
                         help="with --compile: the compiled units' rows padded to a multiple of N (static shapes for "
                         "reduce-overhead's CUDA graphs)")
@@ -563,14 +644,27 @@ def main():
     global DATA_ROOT, ROW_BUCKET
     DATA_ROOT, ROW_BUCKET = args.data_root, args.row_bucket
     dtype = getattr(torch, args.dtype)
-    allocator = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE"))
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, {args.dtype}, "
-          f"allocator {allocator or 'default'}")
+    allocator = " ".join(
+        f"{k}={v}"
+        for k, v in sorted(os.environ.items())
+        if k.startswith("MALLOC_") or k in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE")
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}, "
+        f"device {args.device}{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}, "
+        f"{args.dtype}, "
+        f"allocator {allocator or 'default'}"
+    )
     if args.only in (None, 1):
         bench_unit(args.device, dtype, args.min_run_time, compile_mode=args.compile,
                    **({"token_counts": (quick["tokens"],)} if quick else {}))
-        bench_vs_authors(args.device, dtype, args.min_run_time, **({"rows": quick["rows"], "length": quick["length"]} if quick else {}))
+        bench_vs_authors(
+            args.device,
+            dtype,
+            args.min_run_time,
+            **({"rows": quick["rows"], "length": quick["length"]} if quick else {}),
+        )
     if args.only in (None, 2):
         batches = [tuple(int(v) for v in b.split("x")) for b in args.nmt_batch.split()]
         bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, batches, args.compile)

@@ -89,15 +89,27 @@ def main():
     parser.add_argument("--path", required=True, help="a trained define_transformer checkpoint")
     parser.add_argument("--data-bin", required=True, help="its fairseq data directory (dict.*.txt)")
     parser.add_argument("--bpe-codes", required=True, help="its subword-nmt codes")
-    parser.add_argument("--data-root", type=Path, default=default_data_root(), help="the corpora (default ../shared/data)")
-    parser.add_argument("--test", default="wmt14_en_de/test/newstest2014", help="PREFIX under the data root: PREFIX.en, PREFIX.de")
+    parser.add_argument(
+        "--data-root", type=Path, default=default_data_root(), help="the corpora (default ../shared/data)"
+    )
+    parser.add_argument(
+        "--test", default="wmt14_en_de/test/newstest2014", help="PREFIX under the data root: PREFIX.en, PREFIX.de"
+    )
     parser.add_argument("--src", default="en")
     parser.add_argument("--tgt", default="de")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for every system (on a shared machine, more threads than free cores make torch many times slower)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads for every system (on a shared machine, more threads than free cores make torch many "
+        "times slower)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the export and data (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, default=None, help="folder for the export and data (default: a temporary one)"
+    )
     args = parser.parse_args()
     import ctranslate2
     import sacrebleu
@@ -131,8 +143,9 @@ def main():
                                         intra_threads=args.threads)
     source = [l.split() for l in (work / f"test.{args.src}").read_text(encoding="utf-8").splitlines()]
     start = time.perf_counter()
-    results = translator.translate_batch(source, beam_size=args.beam, length_penalty=0.6, max_batch_size=args.batch_size,
-                                         max_decoding_length=MAX_LEN)
+    results = translator.translate_batch(
+        source, beam_size=args.beam, length_penalty=0.6, max_batch_size=args.batch_size, max_decoding_length=MAX_LEN
+    )
     seconds = time.perf_counter() - start
     rows.append(("CTranslate2 int8, CPU", len(source) / seconds, [" ".join(r.hypotheses[0]) for r in results]))
 

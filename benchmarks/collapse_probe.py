@@ -38,7 +38,6 @@ from fairseq_define.models.lstm_lm import LSTMLanguageModel
 from fairseq_define.modules.stability.unit_grad_scale import _GradScale, centre_reduce_bias
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
 import corpora  # noqa: E402  (the data root and the checksums of run_scripts/corpora.tsv)
 

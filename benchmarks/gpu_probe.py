@@ -70,9 +70,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_define as bench  # noqa: E402  (the models, arms and text of benchmark 2)
 import corpora  # noqa: E402  (on the path through bench_define: the data root)
 
+from fairseq_define.errors import UserError, cli_error  # noqa: E402
 from fairseq_define.modules import DefineEmbedding  # noqa: E402
 from fairseq_define.modules.define.embedding import set_unit_run  # noqa: E402
-from fairseq_define.errors import UserError, cli_error  # noqa: E402
 from fairseq_define.output_files import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -350,7 +350,9 @@ def host_microseconds(clock: Clock, device: str, n: int) -> dict:
             with torch.cuda.graph(graph):
                 for _ in range(kernels):
                     x.add_(1)
-            out[f"graph_replay_{kernels}_kernels_us"] = round(sorted(launches(graph.replay, n // 10) for _ in range(3))[1], 3)
+            out[f"graph_replay_{kernels}_kernels_us"] = round(
+                sorted(launches(graph.replay, n // 10) for _ in range(3))[1], 3
+            )
         except Exception as e:  # noqa: BLE001
             out[f"graph_replay_{kernels}_kernels_us"] = {"error": one_line(e)}
             release(clock)
@@ -362,17 +364,28 @@ def machine(args, clock: Clock, settings: Settings) -> dict:
     import numpy
 
     info = {
-        "cpu": cpu_name(), "cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
-        "torch_threads": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "fairseq": fairseq.__version__, "numpy": numpy.__version__, "hostname": platform.node(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "fairseq": fairseq.__version__,
+        "numpy": numpy.__version__,
+        "hostname": platform.node(),
         "commit": run_quiet(["git", "-C", str(ROOT), "rev-parse", "HEAD"]),
     }
     if clock.cuda:
         props = torch.cuda.get_device_properties(0)
-        info["gpu"] = {"name": torch.cuda.get_device_name(0), "capability": f"{props.major}.{props.minor}",
-                       "memory_gib": round(props.total_memory / 2**30, 1), "multiprocessors": props.multi_processor_count,
-                       "nvidia_smi": nvidia_smi()}
+        info["gpu"] = {
+            "name": torch.cuda.get_device_name(0),
+            "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "multiprocessors": props.multi_processor_count,
+            "nvidia_smi": nvidia_smi(),
+        }
     else:
         info["gpu"] = None
     info["host"] = host_microseconds(clock, args.device, settings.small_ops)
@@ -395,7 +408,9 @@ def text_ids(dataset: str, name: str, vocab: int, count: int, seed: int) -> Tupl
         pass
     generator = torch.Generator().manual_seed(seed)
     ranks = torch.arange(1, vocab - 4 + 1, dtype=torch.float64)
-    return 4 + torch.multinomial(1.0 / ranks, count, replacement=True, generator=generator), "synthetic Zipf ids (no data root)"
+    return 4 + torch.multinomial(
+        1.0 / ranks, count, replacement=True, generator=generator
+    ), "synthetic Zipf ids (no data root)"
 
 
 class Batches:
@@ -461,8 +476,18 @@ def training_config(family: Family, bf16: bool):
 
     task = "translation" if family.name == "nmt" else "language_modeling"
     parser = options.get_training_parser(default_task=task)
-    args = options.parse_args_and_arch(parser, ["-", "--task", task, "--arch", "transformer" if task == "translation"
-                                                else "transformer_lm", *family.optimizer, *(["--bf16"] if bf16 else [])])
+    args = options.parse_args_and_arch(
+        parser,
+        [
+            "-",
+            "--task",
+            task,
+            "--arch",
+            "transformer" if task == "translation" else "transformer_lm",
+            *family.optimizer,
+            *(["--bf16"] if bf16 else []),
+        ],
+    )
     return convert_namespace_to_omegaconf(args)
 
 
@@ -585,7 +610,9 @@ def measure_steps(probe: Probe, clock: Clock, arms: Arms, batches: Batches, rows
         result["aa_over_define"] = round(ratios["define_aa"] / ratios["define"], 4)
     probe.data["steps"][key] = result
     probe.record("ratios", key, ratios)
-    print(f"  {key}: " + ", ".join(f"{a} {r if isinstance(r, float) else 'error'}" for a, r in ratios.items()), flush=True)
+    print(
+        f"  {key}: " + ", ".join(f"{a} {r if isinstance(r, float) else 'error'}" for a, r in ratios.items()), flush=True
+    )
 
 
 def measure_host_bound(probe: Probe, clock: Clock, arms: Arms, batches: Batches, rows: int, length: int):
@@ -645,7 +672,9 @@ def named_embeddings(model) -> list:
 
 
 def device_time(evt, self_only=False) -> float:
-    names = ("self_device_time_total", "self_cuda_time_total") if self_only else ("device_time_total", "cuda_time_total")
+    names = (
+        ("self_device_time_total", "self_cuda_time_total") if self_only else ("device_time_total", "cuda_time_total")
+    )
     for n in names:
         if hasattr(evt, n):
             return float(getattr(evt, n))
@@ -681,9 +710,13 @@ def profile_arm(clock: Clock, model, step: Callable, steps: int = 3, top: int = 
         kernels = [e for e in rows if e.device_type == DeviceType.CUDA]
         total = sum(device_time(e, self_only=True) for e in kernels)
         out["device_us"] = round(total / steps, 1)
-        out["embedding_share_of_device_time"] = round(out["embedding_range"]["device_us"] / total * steps, 4) if total else None
-        out["top_kernels"] = [{"name": e.key[:160], "calls": e.count // steps, "device_us": round(device_time(e, True) / steps, 1)}
-                              for e in sorted(kernels, key=lambda e: -device_time(e, True))[:top]]
+        out["embedding_share_of_device_time"] = (
+            round(out["embedding_range"]["device_us"] / total * steps, 4) if total else None
+        )
+        out["top_kernels"] = [
+            {"name": e.key[:160], "calls": e.count // steps, "device_us": round(device_time(e, True) / steps, 1)}
+            for e in sorted(kernels, key=lambda e: -device_time(e, True))[:top]
+        ]
         ops = [e for e in rows if e.device_type == DeviceType.CPU]
         out["top_ops_by_device_time"] = [{"name": e.key[:160], "calls": e.count // steps,
                                           "device_us": round(device_time(e) / steps, 1)}
@@ -691,8 +724,10 @@ def profile_arm(clock: Clock, model, step: Callable, steps: int = 3, top: int = 
     else:
         out["top_kernels"] = {"skipped": "no kernel times on the CPU"}
     ops = [e for e in rows if e.device_type == DeviceType.CPU]
-    out["top_host_ops"] = [{"name": e.key[:160], "calls": e.count // steps, "self_cpu_us": round(e.self_cpu_time_total / steps, 1)}
-                           for e in sorted(ops, key=lambda e: -e.self_cpu_time_total)[:top]]
+    out["top_host_ops"] = [
+        {"name": e.key[:160], "calls": e.count // steps, "self_cpu_us": round(e.self_cpu_time_total / steps, 1)}
+        for e in sorted(ops, key=lambda e: -e.self_cpu_time_total)[:top]
+    ]
     out["host_ops_per_step"] = sum(e.count for e in ops) // steps
     return out
 
@@ -752,7 +787,10 @@ def measure_unit_fraction(probe: Probe, clock: Clock, arms: Arms, batches: Batch
             if how == "graphed":
                 set_unit_run(copy_, graphs="cuda" if clock.cuda else "eager")
             grad = torch.randn(*tokens.shape, copy_.embedding_dim, device=arms.device, dtype=dtype)
-            fn = (lambda m=copy_, g=grad: m(tokens).backward(g))
+
+            def fn(m=copy_, g=grad):
+                return m(tokens).backward(g)
+
             fns[how] = bench.cuda_graph(fn) if how == "captured" else fn
         except Exception as e:  # noqa: BLE001
             errors[how] = {"error": one_line(e)}
@@ -760,9 +798,13 @@ def measure_unit_fraction(probe: Probe, clock: Clock, arms: Arms, batches: Batch
     fns["matmul"], mm_flops, width = dense_reference(tokens.numel(), macs_per_row, arms.device, dtype)
     warmed = warm(clock, fns, probe.settings.warmup)
     timed = {k: t for k, t in warmed.items() if not isinstance(t, dict)}
-    result = {"batch": label(rows, length), "rows": tokens.numel(), "unit_macs_per_row": macs_per_row,
-              "unit_gflop": round(flops / 1e9, 4), "matmul": {"shape": f"[{tokens.numel()}, {width}] x [{width}, {width}]",
-                                                              "gflop": round(mm_flops / 1e9, 4)}}
+    result = {
+        "batch": label(rows, length),
+        "rows": tokens.numel(),
+        "unit_macs_per_row": macs_per_row,
+        "unit_gflop": round(flops / 1e9, 4),
+        "matmul": {"shape": f"[{tokens.numel()}, {width}] x [{width}, {width}]", "gflop": round(mm_flops / 1e9, 4)},
+    }
     result.update(errors)
     result.update({k: t for k, t in warmed.items() if isinstance(t, dict)})
     if "matmul" in timed:
@@ -785,7 +827,11 @@ def measure_unit_fraction(probe: Probe, clock: Clock, arms: Arms, batches: Batch
                     result[how] = s
                     continue
                 rate = flops / sorted(s)[len(s) // 2]
-                result[how] = {**stats(s), "tflops": round(rate / 1e12, 4), "fraction_of_matmul": round(rate / mm_rate, 4)}
+                result[how] = {
+                    **stats(s),
+                    "tflops": round(rate / 1e12, 4),
+                    "fraction_of_matmul": round(rate / mm_rate, 4),
+                }
     probe.record("unit_fraction", name, result)
 
 
@@ -893,8 +939,11 @@ def summary(d: dict) -> str:
     for key, pr in d["profile"].items():
         if pr.get("embedding_share_of_device_time") is not None and pr.get("top_kernels"):
             k = pr["top_kernels"][0]
-            lines.append(f"- profile {key}: {pr['device_us'] / 1e3:.2f} ms of kernels a step, the embedding's forward "
-                         f"{pr['embedding_share_of_device_time']:.1%} of it; top kernel {k['name'][:60]} ({k['device_us']:.0f} us)")
+            lines.append(
+                f"- profile {key}: {pr['device_us'] / 1e3:.2f} ms of kernels a step, the embedding's forward "
+                f"{pr['embedding_share_of_device_time']:.1%} of it; top kernel {k['name'][:60]} ({k['device_us']:.0f} "
+                f"us)"
+            )
     for name, u in d["unit_fraction"].items():
         parts = [f"{how} {u[how]['fraction_of_matmul']:.2f}" for how in ("eager", "graphed", "captured")
                  if isinstance(u.get(how), dict) and "fraction_of_matmul" in u[how]]

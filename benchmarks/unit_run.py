@@ -35,7 +35,9 @@ def pad_rows(e: torch.Tensor, counts, positions, bucket: int):
     batch of that bucket, whatever its row count."""
     rows = e.shape[0]
     padded = -(-rows // bucket) * bucket
-    dtype = torch.promote_types(e.dtype, torch.float32)  # e's own in float64 (a bf16 unit rounds them as it rounds counts)
+    dtype = torch.promote_types(
+        e.dtype, torch.float32
+    )  # e's own in float64 (a bf16 unit rounds them as it rounds counts)
     weights = torch.zeros(padded, device=e.device, dtype=dtype)  # [R']
     if counts is None:
         weights[:rows] = 1.0 / rows
@@ -70,7 +72,9 @@ def set_bench_run(module: nn.Module, compile_mode: Optional[str] = None, row_buc
         raise ValueError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {compile_mode!r}")
     if row_bucket is not None and (isinstance(row_bucket, bool) or not isinstance(row_bucket, int)
                                    or not 0 <= row_bucket <= MAX_ROW_BUCKET):
-        raise ValueError(f"row_bucket must be 0 (no padding) or a number of rows up to {MAX_ROW_BUCKET}, got {row_bucket!r}")
+        raise ValueError(
+            f"row_bucket must be 0 (no padding) or a number of rows up to {MAX_ROW_BUCKET}, got {row_bucket!r}"
+        )
     for emb in (m for m in module.modules() if isinstance(m, DefineEmbedding)):
         if not hasattr(emb, "bench_row_bucket"):
             emb.bench_row_bucket, emb.bench_compiled = 0, None

@@ -158,14 +158,29 @@ TABLE_7 = Table(
 )
 
 TABLE_8 = Table(
-    "8", "Skip connections and the Reduce step, LSTM on WikiText-103, N=7, n=384 (Table 8)", "lm",
-    "wikitext-103", ("params", "valid_ppl", "test_ppl"),
+    "8",
+    "Skip connections and the Reduce step, LSTM on WikiText-103, N=7, n=384 (Table 8)",
+    "lm",
+    "wikitext-103",
+    ("params", "valid_ppl", "test_ppl"),
     (
         # residual connections: the Expand widths k/2
-        _lstm_row("residual", "8a DeFINE + residual connections", "define_lstm_wt103_t8_residual",
-                  _ppl(41.63, 38.96, 40.03), short="8a DeFINE + residual", shared_with="r4_define_n384"),
-        _lstm_row("define", "8a/8b DeFINE (MER)", "define_lstm_wt103_t6_define", TABLE_6.row("define").paper,  # Table 6's
-                  short="8a/b DeFINE (MER)", shared_with="r4_define_n384"),
+        _lstm_row(
+            "residual",
+            "8a DeFINE + residual connections",
+            "define_lstm_wt103_t8_residual",
+            _ppl(41.63, 38.96, 40.03),
+            short="8a DeFINE + residual",
+            shared_with="r4_define_n384",
+        ),
+        _lstm_row(
+            "define",
+            "8a/8b DeFINE (MER)",
+            "define_lstm_wt103_t6_define",
+            TABLE_6.row("define").paper,  # Table 6's
+            short="8a/b DeFINE (MER)",
+            shared_with="r4_define_n384",
+        ),
         # without Reduce the LSTM reads e_hat (k dims), so its context model is not Table 1a's
         _lstm_row("no_reduce", "8b MER - Reduce", "define_lstm_wt103_t8_no_reduce", _ppl(43.91, 37.19, 38.34)),
     ),

@@ -125,8 +125,12 @@ def locate(dataset, data_root=None, download=False, verify_sums=True):
         fetch(files, target, verify_sums)
         return (target / folder(files)).resolve()
     source = files[0].sources[0].replace("sacrebleu:", "sacreBLEU ")
-    how = (f"{dataset} has no public download as one file: copy it there" if source == "local" else
-           f"or download it from {source}, checked, with --download (or: python3 run_scripts/corpora.py fetch {dataset})")
+    how = (
+        f"{dataset} has no public download as one file: copy it there"
+        if source == "local"
+        else f"or download it from {source}, checked, with --download "
+        f"(or: python3 run_scripts/corpora.py fetch {dataset})"
+    )
     raise DataError(
         f"{dataset} not found under {' or '.join(str(r) for r in searched)}: pass --data-root DIR or set "
         f"{ENV}=DIR to a folder holding {files[0].path} and its other files; {how}"
@@ -229,8 +233,11 @@ def fetch_one(f, cache, tmp, verify_sums):
                 shutil.copyfile(archive, tmp)
         except (tarfile.TarError, zipfile.BadZipFile, gzip.BadGzipFile, EOFError, zlib.error) as e:
             archive.unlink()
-            raise DataError(f"the downloaded {archive} is damaged ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); it was removed: "
-                            "run again to download it afresh") from None
+            raise DataError(
+                f"the downloaded {archive} is damaged ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); it was "
+                f"removed: "
+                "run again to download it afresh"
+            ) from None
         except DataError:
             archive.unlink()
             raise
@@ -248,7 +255,10 @@ def extract(archive, member, dest):
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as z:
             if member not in z.namelist():
-                raise DataError(f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)")
+                raise DataError(
+                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it "
+                    f"afresh)"
+                )
             with z.open(member) as src, open(dest, "wb") as out:
                 copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
     else:
@@ -256,7 +266,10 @@ def extract(archive, member, dest):
             # archives name their members with or without a leading "./"
             names = {m.name.removeprefix("./"): m for m in t.getmembers() if m.isfile()}
             if member not in names:
-                raise DataError(f"{archive} holds no {member}: not the published archive (it was removed: run again to download it afresh)")
+                raise DataError(
+                    f"{archive} holds no {member}: not the published archive (it was removed: run again to download it "
+                    f"afresh)"
+                )
             with t.extractfile(names[member]) as src, open(dest, "wb") as out:
                 copy_bounded(src, out, MAX_EXPANSION * archive.stat().st_size, archive)
 

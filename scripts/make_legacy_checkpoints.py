@@ -104,7 +104,9 @@ def reference(ckpt: Path, data: Path) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "legacy_checkpoints" / "families",
                    help="folder to write (default tests/legacy_checkpoints/families)")
     p.add_argument("--families", default=" ".join(FAMILIES), help="which families (default: all)")

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIB_SH = ROOT / "run_scripts" / "lib.sh"
 sys.path.insert(0, str(ROOT / "run_scripts"))
 import corpora  # noqa: E402  (the data root and the corpora's checksums)
+
 RESULT_FILE = "result.json"
 WALL_FILE = "wall_seconds"  # training seconds summed over the invocations that trained the arm
 DPI = 100
@@ -156,12 +157,17 @@ def train_arm(arm: Arm, run_dir: Path, data_bin: Path, recipe: Sequence[str], bu
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        out = lib_sh("train_run", [run_dir, data_bin, arm.arch, *recipe, *arm.args],
-               arrays={"DEVICE_ARGS": ["--cpu"],
-                       "LIMIT_ARGS": ["--max-update", str(budget.updates), "--stop-time-hours", f"{budget.minutes / 60:.6f}"],
-                       # after train_run's own --seed 1 and --log-interval 100: these win
-                       "EXTRA_TRAIN": ["--seed", str(arm.seed), "--log-interval", "50", *extra]},
-               capture=True)
+        out = lib_sh(
+            "train_run",
+            [run_dir, data_bin, arm.arch, *recipe, *arm.args],
+            arrays={
+                "DEVICE_ARGS": ["--cpu"],
+                "LIMIT_ARGS": ["--max-update", str(budget.updates), "--stop-time-hours", f"{budget.minutes / 60:.6f}"],
+                # after train_run's own --seed 1 and --log-interval 100: these win
+                "EXTRA_TRAIN": ["--seed", str(arm.seed), "--log-interval", "50", *extra],
+            },
+            capture=True,
+        )
         for line in out.splitlines():  # train_run's notes: resuming, the last validation
             if line.strip():
                 logger.info("%s: %s", arm.id, line.strip())
@@ -275,6 +281,7 @@ def each(items: Sequence, fn: Callable, jobs: int = 1, desc: str = "arms", name=
     results in the items' order; a tqdm bar counts the finished ones. The first error stops
     the items not yet started and is raised once the running ones end."""
     from concurrent.futures import ThreadPoolExecutor
+
     from tqdm import tqdm
 
     bar = tqdm(total=len(items), desc=desc, unit=desc.rstrip("s") or "item", disable=None)
@@ -429,7 +436,9 @@ def pareto_plot(report: Report, arms: Sequence[Arm], results: Dict[str, dict], o
             continue
         families.setdefault(arm.family, {}).setdefault(arm.name, []).append((total, value))
     for family, configs in families.items():
-        means = sorted((sum(p for p, _ in pts) / len(pts), sum(v for _, v in pts) / len(pts)) for pts in configs.values())
+        means = sorted(
+            (sum(p for p, _ in pts) / len(pts), sum(v for _, v in pts) / len(pts)) for pts in configs.values()
+        )
         line, = ax.plot(*zip(*means), marker="o", label=family)
         seeds = [pt for pts in configs.values() if len(pts) > 1 for pt in pts]
         if seeds:
@@ -482,8 +491,10 @@ def write_report(report: Report, arms: Sequence[Arm], results: Dict[str, dict], 
 def base_parser(prog: str, doc: str, default_updates: int, default_minutes: float,
                 minutes_note: str = "") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", help=f"folder with the corpora (default ${corpora.ENV}, else the default locations of "
-                   "run_scripts/corpora.py)")
+    p.add_argument(
+        "--data-root",
+        help=f"folder with the corpora (default ${corpora.ENV}, else the default locations of run_scripts/corpora.py)",
+    )
     p.add_argument("--download", action="store_true", help="fetch a missing corpus into the data root, checked against "
                    "run_scripts/corpora.tsv")
     p.add_argument("--workdir", help="runs go to WORKDIR/<arm>; a rerun skips finished arms and resumes a cut one "
@@ -512,7 +523,11 @@ def base_parser(prog: str, doc: str, default_updates: int, default_minutes: floa
 def resolve_dirs(args, study: str) -> Tuple[Path, Path]:
     suffix = "_quick" if args.quick else ""
     workdir = Path(args.workdir or ROOT / "work" / "studies" / f"{study}{suffix}").resolve()
-    out = Path(args.out).resolve() if args.out else (workdir / "report" if args.quick else ROOT / "docs" / "studies" / study)
+    out = (
+        Path(args.out).resolve()
+        if args.out
+        else (workdir / "report" if args.quick else ROOT / "docs" / "studies" / study)
+    )
     # the one rule for outputs: an existing report is replaced only when asked (the quick mode's
     # report lives in its own work folder and is rebuilt on every resume)
     if (out / "results.md").exists() and not args.overwrite and out != workdir / "report":

@@ -257,7 +257,9 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict])
     for seed, a, b in rows:
         lines.append(f"| {seed} | {a['valid_ppl']:.2f} | {b['valid_ppl']:.2f} | {a['test_ppl']:.2f} | "
                      f"{b['test_ppl']:.2f} | {_pct(b['test_ppl'], a['test_ppl'])} |")
-    mean = {k: [_mean([(a if i == 0 else b)[k] for _, a, b in rows]) for i in (0, 1)] for k in ("valid_ppl", "test_ppl")}
+    mean = {
+        k: [_mean([(a if i == 0 else b)[k] for _, a, b in rows]) for i in (0, 1)] for k in ("valid_ppl", "test_ppl")
+    }
     lines.append(f"| mean | {mean['valid_ppl'][0]:.2f} | {mean['valid_ppl'][1]:.2f} | {mean['test_ppl'][0]:.2f} | "
                  f"{mean['test_ppl'][1]:.2f} | {_pct(mean['test_ppl'][1], mean['test_ppl'][0])} |")
     if all(d < 0 for d in diffs):

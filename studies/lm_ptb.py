@@ -71,13 +71,21 @@ def recipe(updates: int, quick: bool) -> List[str]:
 
 
 STUDY = LMStudy(
-    name="lm_ptb", title="Study 2: Penn Treebank, perplexity against parameters (AWD-LSTM-style, NT-ASGD lr 30)",
-    doc=__doc__, dataset="ptb",
-    arms=arms, recipe=recipe, eval_args=("--batch-size", "1"), checkpoint="checkpoint_best.pt",
-    updates=1500, minutes=13,
+    name="lm_ptb",
+    title="Study 2: Penn Treebank, perplexity against parameters (AWD-LSTM-style, NT-ASGD lr 30)",
+    doc=__doc__,
+    dataset="ptb",
+    arms=arms,
+    recipe=recipe,
+    eval_args=("--batch-size", "1"),
+    checkpoint="checkpoint_best.pt",
+    updates=1500,
+    minutes=13,
     second_seed_families=("standard (AWD-LSTM)", "DeFINE (paper)", "projective"),
-    header_lines=["Model (every arm): define_lstm_small, 2 LSTM layers (hidden 512, the last n wide), tied output at n; "
-                  "DeFINE k = 2m, N = 3."],
+    header_lines=[
+        "Model (every arm): define_lstm_small, 2 LSTM layers (hidden 512, the last n wide), tied output at n; "
+        "DeFINE k = 2m, N = 3."
+    ],
 )
 
 if __name__ == "__main__":

@@ -77,9 +77,26 @@ def adaptive_arm(size: tuple, d: int, cutoff: str) -> Arm:
     projections tied) at width d, bands ``cutoff``, factor 4: Baevski & Auli's form (study 5
     adds DeFINE on it)."""
     dims = ("--decoder-input-dim", str(d), "--decoder-output-dim", str(d))  # transformer_lm keeps 512 unless set
-    return Arm(f"adaptive_d{d}", "adaptive input", "transformer_lm",
-               size + dims + ("--adaptive-input", "--adaptive-input-cutoff", cutoff, "--adaptive-softmax-cutoff", cutoff,
-                              "--tie-adaptive-weights", "--tie-adaptive-proj") + ADAPTIVE_LOSS, d, d, sized=len(size))
+    return Arm(
+        f"adaptive_d{d}",
+        "adaptive input",
+        "transformer_lm",
+        size
+        + dims
+        + (
+            "--adaptive-input",
+            "--adaptive-input-cutoff",
+            cutoff,
+            "--adaptive-softmax-cutoff",
+            cutoff,
+            "--tie-adaptive-weights",
+            "--tie-adaptive-proj",
+        )
+        + ADAPTIVE_LOSS,
+        d,
+        d,
+        sized=len(size),
+    )
 
 
 def arms(quick: bool) -> List[Arm]:
@@ -179,12 +196,38 @@ def equal_size_section(arms: Sequence[Arm], results: Dict[str, dict]) -> str:
 def recipe(updates: int, quick: bool) -> List[str]:
     warmup = 2 if quick else 50
     # blocks of 64 in quick mode too: the model's positions must cover the evaluation's blocks
-    return ["--task", "language_modeling", "--tokens-per-sample", "64", "--sample-break-mode",
-            "none", "--batch-size", "16", "--dropout", "0.1", "--decoder-normalize-before", "--optimizer", "adam", "--lr", "1e-3",
-            "--lr-scheduler", "cosine", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-7",
-            "--lr-period-updates", str(max(updates - warmup, 1)), "--clip-norm", "0.25", "--ddp-backend",
-            "legacy_ddp", "--no-epoch-checkpoints",
-            "--validate-interval-updates", str(max(updates // 2, 1) if quick else 100)]
+    return [
+        "--task",
+        "language_modeling",
+        "--tokens-per-sample",
+        "64",
+        "--sample-break-mode",
+        "none",
+        "--batch-size",
+        "16",
+        "--dropout",
+        "0.1",
+        "--decoder-normalize-before",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--lr-scheduler",
+        "cosine",
+        "--warmup-updates",
+        str(warmup),
+        "--warmup-init-lr",
+        "1e-7",
+        "--lr-period-updates",
+        str(max(updates - warmup, 1)),
+        "--clip-norm",
+        "0.25",
+        "--ddp-backend",
+        "legacy_ddp",
+        "--no-epoch-checkpoints",
+        "--validate-interval-updates",
+        str(max(updates // 2, 1) if quick else 100),
+    ]
 
 
 STUDY = LMStudy(

@@ -65,14 +65,14 @@ from fairseq_define.output_files import write_text
 from fairseq_define.tools.train_log import parse_updates
 
 from .common import (
-    Arm,
     WALL_FILE,
+    Arm,
     Budget,
-    each,
     Report,
     base_parser,
     best_per_family,
     corpus,
+    each,
     main_wrapper,
     print_arms,
     record_arm,
@@ -183,7 +183,9 @@ def second_seeds(arms: Sequence[Arm], results: Dict[str, dict], width: int) -> L
     Transformer of the paper's baseline form (untied, any width) whose total parameters are
     nearest its, and the projective map in the paper's form at the same n (the factorization
     without the unit)."""
-    paper_form = [a for a in arms if a.width == width and a.family.startswith("DeFINE") and a.family.endswith(", untied")]
+    paper_form = [
+        a for a in arms if a.width == width and a.family.startswith("DeFINE") and a.family.endswith(", untied")
+    ]
     best = best_per_family(paper_form, results, ("DeFINE",), "valid_bleu", True)
     rivals = [a for a in arms if a.family == "Transformer, untied" and a.id in results]
     if best and rivals:
@@ -335,8 +337,13 @@ def bootstrap_section(pairs: Sequence[Tuple[Arm, Arm]], seeds: Sequence[int], ou
                          f"{r['BLEU']['baseline']:.2f} | {r['BLEU']['p']:.4f} | {r['chrF']['system']:.2f} | "
                          f"{r['chrF']['baseline']:.2f} | {r['chrF']['p']:.4f} |")
     if rows:
-        lines += ["", "| seed | system | baseline | BLEU system | BLEU baseline | p (BLEU) | chrF system | chrF baseline "
-                  "| p (chrF) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|", *rows]
+        lines += [
+            "",
+            "| seed | system | baseline | BLEU system | BLEU baseline | p (BLEU) | chrF system | chrF baseline "
+            "| p (chrF) |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+            *rows,
+        ]
     if missing:
         lines += ["", "Not bootstrapped (hypotheses not kept: run before the study kept them, or not run yet): "
                   + ", ".join(missing) + "."]
@@ -372,7 +379,9 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
         for b in budgets:
             found = sorted(run_dir.glob(f"checkpoint_*_{b}.pt"))
             if found:
-                scores[b] = score(data_dir, found[0], "valid", run_dir / f"valid.u{b}", run_dir / "evaluate.log")["bleu"]
+                scores[b] = score(data_dir, found[0], "valid", run_dir / f"valid.u{b}", run_dir / "evaluate.log")[
+                    "bleu"
+                ]
         write_text(done, json.dumps({"valid_bleu": scores}, indent=2) + "\n")
         return scores
 
@@ -408,8 +417,13 @@ def find_budget(arms: Sequence[Arm], budgets: Sequence[int], workdir: Path, data
     lines += ["", verdict]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text(out_dir / "budget.md", "\n".join(lines) + "\n")
-    write_text(workdir / "budget.json", json.dumps({"updates": chosen, "budgets": list(budgets),
-                                                    "valid_bleu": {str(b): table[b] for b in budgets}}, indent=2) + "\n")
+    write_text(
+        workdir / "budget.json",
+        json.dumps(
+            {"updates": chosen, "budgets": list(budgets), "valid_bleu": {str(b): table[b] for b in budgets}}, indent=2
+        )
+        + "\n",
+    )
     logger.info("budget: %d updates (%s)", chosen, out_dir / "budget.md")
     return chosen
 
@@ -554,15 +568,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         key = "test" if i == 0 else f"test_{name}"
         columns += [(f"{key}_bleu", f"{name} BLEU"), (f"{key}_chrf", f"{name} chrF")]
     report = Report(
-        title="Study 1: Multi30k EN-DE, BLEU against parameters" + (" (quick mode: not a result)" if args.quick else ""),
-        metric="test_bleu", metric_label="test_2016_flickr BLEU (detokenized sacreBLEU)", higher_is_better=True,
+        title="Study 1: Multi30k EN-DE, BLEU against parameters"
+        + (" (quick mode: not a result)" if args.quick else ""),
+        metric="test_bleu",
+        metric_label="test_2016_flickr BLEU (detokenized sacreBLEU)",
+        higher_is_better=True,
         columns=columns,
-        header_lines=[f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
-                      f"{updates} updates ({source}); the checkpoint at the last update, beam 4, lenpen 0.6.",
-                      "Sizes at width d (every arm, `sizes(d)`): 3+3 layers, 4 heads, embeddings d, FFN 4d; "
-                      "the arm's args (among them `--share-all-embeddings` for the shared forms and "
-                      "`--define-output-layer`) are its only other difference from the recipe. Params: the paper's "
-                      "distribution (fairseq-define-results). Val chooses; test sets are only scored."])
+        header_lines=[
+            f"Recipe (every arm): `{' '.join(recipe)}`, seed 1 unless the seed column says otherwise; "
+            f"{updates} updates ({source}); the checkpoint at the last update, beam 4, lenpen 0.6.",
+            "Sizes at width d (every arm, `sizes(d)`): 3+3 layers, 4 heads, embeddings d, FFN 4d; "
+            "the arm's args (among them `--share-all-embeddings` for the shared forms and "
+            "`--define-output-layer`) are its only other difference from the recipe. Params: the paper's "
+            "distribution (fairseq-define-results). Val chooses; test sets are only scored.",
+        ],
+    )
     pairs = deciding_pairs(widths[0] if args.quick else DECIDING_WIDTH)
     deciding = {a.name for pair in pairs for a in pair}
     seeds_run = sorted({a.seed for a in arms if a.name in deciding})

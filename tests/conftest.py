@@ -13,9 +13,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import fairseq_define  # noqa: F401  (registers architectures for in-process tests)
 
-from .helpers import (CORPUS_SKIP, DATA_ROOT, TEST_DATA, TINY, TINY_TIED, USER_DIR, head, made_once,  # noqa: E402
-                      run_cli, run_in_process)
-
+from .helpers import (  # noqa: E402
+    CORPUS_SKIP,
+    DATA_ROOT,
+    TEST_DATA,
+    TINY,
+    TINY_TIED,
+    USER_DIR,
+    head,
+    made_once,
+    run_cli,
+    run_in_process,
+)
 
 # Tests that start fairseq's command-line tools or a recipe are marked ``cli`` (pytest.ini):
 # a module of them says so itself (``pytestmark = pytest.mark.cli``), and a test that takes a

@@ -12,7 +12,6 @@
 """
 
 import errno
-
 import io
 import os
 import shutil

@@ -15,10 +15,10 @@ from argparse import Namespace
 from pathlib import Path
 
 import torch
-from filelock import FileLock
 from fairseq.checkpoint_utils import safe_torch_load
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY
+from filelock import FileLock
 
 from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
@@ -329,7 +329,10 @@ def target_scores(model, tokens):
 
 
 def assert_same_model(a, b):
-    ma, mb = safe_torch_load(str(a / "checkpoint_last.pt"))["model"], safe_torch_load(str(b / "checkpoint_last.pt"))["model"]
+    ma, mb = (
+        safe_torch_load(str(a / "checkpoint_last.pt"))["model"],
+        safe_torch_load(str(b / "checkpoint_last.pt"))["model"],
+    )
     for k in ma:
         if not k.endswith("_float_tensor"):
             torch.testing.assert_close(ma[k], mb[k], atol=1e-4, rtol=1e-4, msg=k)
@@ -361,9 +364,30 @@ def subprocess_run_interactive(wmt_bin, ckpt, text, device_args=("--cpu",)):
 
     exe = Path(sys.executable).parent / "fairseq-interactive"
     path = ckpt if str(ckpt).endswith(".pt") else ckpt / "checkpoint_last.pt"
-    proc = subprocess.run([str(exe), str(wmt_bin / "bin"), "--user-dir", USER_DIR, "--path", str(path),
-                           "--source-lang", "en", "--target-lang", "de", "--beam", "2", *device_args, "--max-len-b", "20"],
-                          input=text, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    proc = subprocess.run(
+        [
+            str(exe),
+            str(wmt_bin / "bin"),
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            str(path),
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+            "--beam",
+            "2",
+            *device_args,
+            "--max-len-b",
+            "20",
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -395,3 +419,34 @@ def assert_png(path, min_std=0.02):
     assert img.shape[0] >= 200 and img.shape[1] >= 300
     assert img.std() > min_std, f"{path} looks blank"
     return img
+
+
+# checkpoints of tests/legacy_checkpoints/families, edited: the hostile-file tests' inputs (test_hostile_*.py)
+
+FAMILIES = Path(__file__).parent / "legacy_checkpoints" / "families"
+
+
+def nmt_checkpoint(tmp_path, edit=None):
+    """The legacy nmt_untied checkpoint (define_transformer_tiny, n=8, d=32), its config edited
+    by ``edit(model_cfg)``, and the overrides that find its dictionaries in tmp_path."""
+    import shutil
+
+    for name in ("dict.en.txt", "dict.de.txt"):
+        shutil.copyfile(FAMILIES / "nmt.dict.txt", tmp_path / name)
+    state = safe_torch_load(str(FAMILIES / "nmt_untied.pt"))
+    if edit is not None:
+        edit(state["cfg"]["model"])
+    path = tmp_path / "checkpoint.pt"
+    torch.save(state, path)
+    return str(path), {"data": str(tmp_path), "source_lang": "en", "target_lang": "de"}
+
+
+def damaged_checkpoint(tmp_path, edit):
+    """nmt_checkpoint with its weights edited by ``edit``; its task names the data in tmp_path
+    (the tools read no --model-overrides)."""
+    path, overrides = nmt_checkpoint(tmp_path)
+    state = safe_torch_load(path)
+    edit(state["model"])
+    state["cfg"]["task"].update(overrides)
+    torch.save(state, path)
+    return path, overrides

@@ -21,14 +21,23 @@ def train(wmt_bin, tmp_path, *flags):
 
 DEFINE_SETTINGS = [
     (["--define-expand-dim", "16"], ["define_expand_dim (k)=16 is smaller than define_map_dim (n)=32", "at least 32"]),
-    (["--define-map-dim", "30", "--define-max-groups", "4"], ["define_map_dim (n)=30 is not divisible by the 4 groups", "28 or 32"]),
+    (
+        ["--define-map-dim", "30", "--define-max-groups", "4"],
+        ["define_map_dim (n)=30 is not divisible by the 4 groups", "28 or 32"],
+    ),
     (["--define-depth", "0"], ["define_depth (N) must be a positive integer, got 0", "--define-depth"]),
     (["--define-map-dim", "-8"], ["define_map_dim (n) must be a positive integer, got -8"]),
     (["--define-groups", "4,2"], ["define_groups lists 2 values", "define_depth (N) is 3"]),
     (["--define-groups", "4,x,1"], ["--define-groups must be comma-separated integers", "4,x,1"]),
     (["--define-max-groups", "0"], ["define_max_groups (g_max) must be a positive integer, got 0"]),
-    (["--define-transform", "projective", "--define-no-reduce"], ["cannot be used with --define-no-reduce", "drop that flag"]),
-    (["--define-out-dim", "48"], ["outputs 48 dims but the Transformer's embedding dim is 64", "--define-out-dim to 64"]),
+    (
+        ["--define-transform", "projective", "--define-no-reduce"],
+        ["cannot be used with --define-no-reduce", "drop that flag"],
+    ),
+    (
+        ["--define-out-dim", "48"],
+        ["outputs 48 dims but the Transformer's embedding dim is 64", "--define-out-dim to 64"],
+    ),
     (["--define-no-reduce"], ["outputs 128 dims but the Transformer's embedding dim is 64", "drop --define-no-reduce"]),
     (["--encoder-embed-path", "/nonexistent/emb.txt"], ["cannot use", "drop them or use --arch transformer"]),
 ]
@@ -93,7 +102,12 @@ def test_mismatched_dictionary(bin_copy, trained):
             f.write("".join(f"extra{i} 1\n" for i in range(16)))
     before = snapshot(trained)
     proc = generate(bin_copy, trained / "checkpoint_last.pt")
-    assert_user_error(proc, "fairseq-generate", "the checkpoint does not fit the data", "use the dictionary (dict.*.txt) the model was trained with")
+    assert_user_error(
+        proc,
+        "fairseq-generate",
+        "the checkpoint does not fit the data",
+        "use the dictionary (dict.*.txt) the model was trained with",
+    )
     assert snapshot(trained) == before
 
 
@@ -107,16 +121,39 @@ def test_truncated_binarized_dataset(bin_copy, trained):
 def test_empty_binarized_dataset(bin_copy, trained, tmp_path):
     for lang in ("en", "de"):
         (tmp_path / f"empty.{lang}").write_text("")
-    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--testpref", tmp_path / "empty", "--destdir", tmp_path / "ebin",
-            "--srcdict", bin_copy / "dict.en.txt", "--tgtdict", bin_copy / "dict.de.txt", "--workers", "1")
+    run_cli(
+        "fairseq-preprocess",
+        "-s",
+        "en",
+        "-t",
+        "de",
+        "--testpref",
+        tmp_path / "empty",
+        "--destdir",
+        tmp_path / "ebin",
+        "--srcdict",
+        bin_copy / "dict.en.txt",
+        "--tgtdict",
+        bin_copy / "dict.de.txt",
+        "--workers",
+        "1",
+    )
     proc = generate(tmp_path / "ebin", trained / "checkpoint_last.pt")
     assert_user_error(proc, "fairseq-generate", "empty (0 sentences)", "fairseq-preprocess")
 
 
 def test_overlong_lines(bin_copy, trained):
     proc = generate(bin_copy, trained / "checkpoint_last.pt", "--max-source-positions", "30")
-    assert_user_error(proc, "fairseq-generate", "is longer than the model accepts", "--skip-invalid-size-inputs-valid-test")
-    ok = generate(bin_copy, trained / "checkpoint_last.pt", "--max-source-positions", "30", "--skip-invalid-size-inputs-valid-test")
+    assert_user_error(
+        proc, "fairseq-generate", "is longer than the model accepts", "--skip-invalid-size-inputs-valid-test"
+    )
+    ok = generate(
+        bin_copy,
+        trained / "checkpoint_last.pt",
+        "--max-source-positions",
+        "30",
+        "--skip-invalid-size-inputs-valid-test",
+    )
     assert ok.returncode == 0
 
 
@@ -215,7 +252,9 @@ def test_demo_with_incomplete_splits(tmp_path):
 
 
 def test_demo_with_unknown_option():
-    proc = subprocess.run(["bash", str(ROOT / "examples/nmt_demo/run.sh"), "--epochs", "3"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "examples/nmt_demo/run.sh"), "--epochs", "3"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "unknown option '--epochs'" in proc.stderr
 
 
@@ -230,7 +269,9 @@ def test_params_tool_errors(args, expected):
 
 
 def test_average_tool_errors(trained, tmp_path):
-    proc = run_tool("fairseq-define-average-checkpoints", "--inputs", tmp_path / "nope.pt", "--output", tmp_path / "avg.pt")
+    proc = run_tool(
+        "fairseq-define-average-checkpoints", "--inputs", tmp_path / "nope.pt", "--output", tmp_path / "avg.pt"
+    )
     assert proc.returncode == 2 and "no such checkpoint" in proc.stdout
     same = trained / "checkpoint_last.pt"
     before = snapshot(trained)
@@ -246,7 +287,15 @@ def test_cached_table_that_does_not_fit_the_dictionary(wmt_bin, trained, tmp_pat
     from fairseq.checkpoint_utils import safe_torch_load
 
     cached = tmp_path / "cached.pt"
-    run_cli("fairseq-define-cache-tables", "--path", trained / "checkpoint_last.pt", "--output", cached, "--data", wmt_bin / "bin")
+    run_cli(
+        "fairseq-define-cache-tables",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--output",
+        cached,
+        "--data",
+        wmt_bin / "bin",
+    )
     state = safe_torch_load(str(cached))
     for k in [k for k in state["model"] if k.endswith("cached_table.weight")]:
         state["model"][k] = state["model"][k][:-8].clone()
@@ -344,9 +393,28 @@ def test_shared_embeddings_with_separate_dictionaries(shared_data, tmp_path):
     run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", tmp_path / "train", "--validpref",
             tmp_path / "train", "--destdir", tmp_path / "bin", "--workers", "1")
     before = snapshot(tmp_path / "bin")
-    proc = run_cli("fairseq-train", tmp_path / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny", *TINY,
-                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
-                   "--max-update", "1", "--save-dir", tmp_path / "ck", "--cpu", check=False)
+    proc = run_cli(
+        "fairseq-train",
+        tmp_path / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--arch",
+        "define_transformer_tiny",
+        *TINY,
+        "--share-all-embeddings",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--max-tokens",
+        "1500",
+        "--max-update",
+        "1",
+        "--save-dir",
+        tmp_path / "ck",
+        "--cpu",
+        check=False,
+    )
     assert_user_error(proc, "fairseq-train", "needs one dictionary for source and target", "--joined-dictionary")
     assert snapshot(tmp_path / "bin") == before
 
@@ -441,8 +509,18 @@ def test_no_batch_size(wmt_bin, trained, tmp_path, cli):
 
 
 def test_validate_without_task(wmt_bin, trained):
-    proc = run_cli("fairseq-validate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-                   "--cpu", "--max-tokens", "1000", check=False)
+    proc = run_cli(
+        "fairseq-validate",
+        wmt_bin / "bin",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--cpu",
+        "--max-tokens",
+        "1000",
+        check=False,
+    )
     assert_user_error(proc, "fairseq-validate", "no --task: pass --task translation")
 
 
@@ -505,10 +583,18 @@ def test_disk_full_in_generate_results(wmt_bin, trained, tmp_path):
     """The 30th line of --results-path's file finds the disk full: one line; the results a
     former run wrote there are unchanged, and no part of the new ones is left."""
     (tmp_path / "generate-test.txt").write_text("former results\n")
-    proc = run_with_fault("results:30", "fairseq-generate", *generate_args(wmt_bin / "bin", trained / "checkpoint_last.pt",
-                                                                        "--max-len-b", "5", "--results-path", tmp_path))
-    assert_user_error(proc, "fairseq-generate", f"no space left on the device while writing {tmp_path}/generate-test.txt",
-                      "choose another --results-path", "is unchanged")
+    proc = run_with_fault(
+        "results:30",
+        "fairseq-generate",
+        *generate_args(wmt_bin / "bin", trained / "checkpoint_last.pt", "--max-len-b", "5", "--results-path", tmp_path),
+    )
+    assert_user_error(
+        proc,
+        "fairseq-generate",
+        f"no space left on the device while writing {tmp_path}/generate-test.txt",
+        "choose another --results-path",
+        "is unchanged",
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["generate-test.txt"]
     assert (tmp_path / "generate-test.txt").read_text() == "former results\n"
 
@@ -519,8 +605,12 @@ def test_disk_full_in_preprocess_leaves_nothing(wmt_bin, tmp_path):
     args = ["--source-lang", "en", "--target-lang", "de", "--trainpref", wmt_bin / "train.bpe", "--validpref",
             wmt_bin / "valid.bpe", "--destdir", tmp_path / "bin", "--workers", "1"]
     proc = run_with_fault("binarize:50", "fairseq-preprocess", *args)
-    assert_user_error(proc, "fairseq-preprocess", f"no space left on the device while writing into --destdir {tmp_path}/bin",
-                      "what this run wrote there is removed")
+    assert_user_error(
+        proc,
+        "fairseq-preprocess",
+        f"no space left on the device while writing into --destdir {tmp_path}/bin",
+        "what this run wrote there is removed",
+    )
     assert not (tmp_path / "bin").exists()
     run_cli("fairseq-preprocess", *args)
     assert (tmp_path / "bin" / "train.en-de.de.bin").is_file()
@@ -541,21 +631,45 @@ def test_language_model_data_in_generate(trained, tmp_path):
     head(ptb_style("valid"), tmp_path / "valid.txt", 0, 50)
     run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
             tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
-    proc = run_cli("fairseq-generate", tmp_path / "lm", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-                   "--gen-subset", "valid", "--cpu", check=False)
+    proc = run_cli(
+        "fairseq-generate",
+        tmp_path / "lm",
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--gen-subset",
+        "valid",
+        "--cpu",
+        check=False,
+    )
     assert_user_error(proc, "fairseq-generate", "cannot tell the language pair", "language-model data (dict.txt)",
                       "fairseq-eval-lm")
 
 
-@pytest.mark.parametrize("arch,task_module,task_class,expected", [
-    ("define_txl_tiny", "fairseq.tasks.translation", "TranslationTask", "is a language model, but this command runs a translation task"),
-    ("define_transformer_tiny", "fairseq.tasks.language_modeling", "LanguageModelingTask", "is a translation model, but this command runs a language modeling task"),
-])
+@pytest.mark.parametrize(
+    "arch,task_module,task_class,expected",
+    [
+        (
+            "define_txl_tiny",
+            "fairseq.tasks.translation",
+            "TranslationTask",
+            "is a language model, but this command runs a translation task",
+        ),
+        (
+            "define_transformer_tiny",
+            "fairseq.tasks.language_modeling",
+            "LanguageModelingTask",
+            "is a translation model, but this command runs a language modeling task",
+        ),
+    ],
+)
 def test_model_built_for_the_wrong_task(arch, task_module, task_class, expected):
     """What a checkpoint used with the wrong command meets: the model refuses the task."""
     import importlib
 
     from fairseq.models import ARCH_MODEL_REGISTRY
+
     from fairseq_define.errors import UserError
     from fairseq_define.tools.params import build_arch
 
@@ -585,7 +699,9 @@ def test_dropout_out_of_range(arch, flag, value):
     if flag == "--attention-dropout" and arch == "define_lstm_tiny":
         pytest.skip("the LSTM has no attention")
     name = flag[2:].replace("-", "_")
-    assert f"{name}={float(value)} is not a dropout probability: use a value in [0, 1)" in build_error(arch, flag, value)
+    assert f"{name}={float(value)} is not a dropout probability: use a value in [0, 1)" in build_error(
+        arch, flag, value
+    )
 
 
 @pytest.mark.parametrize("flags,expected", [
@@ -633,6 +749,7 @@ def test_transformer_xl_memory_settings(override, expected):
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.errors import UserError
     from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
 
@@ -648,6 +765,7 @@ def test_memory_zero_means_no_memory():
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.models.transformer_xl import TransformerXLConfig, TransformerXLLanguageModel
 
     cfg = TransformerXLConfig(decoder_layers=1, decoder_embed_dim=16, decoder_attention_heads=2, decoder_head_dim=8,
@@ -661,6 +779,7 @@ def test_eval_context_range(context, ok):
     from argparse import Namespace
 
     from fairseq.data import Dictionary
+
     from fairseq_define.errors import UserError
     from fairseq_define.tasks.contiguous_lm import ContiguousLMTask
 
@@ -672,17 +791,29 @@ def test_eval_context_range(context, ok):
             ContiguousLMTask(args, Dictionary())
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--arch", "define_txl_tiny", "--baseline", "transformer"],
-     "--baseline transformer is a translation model but --arch define_txl_tiny is a language model"),
-    (["--arch", "define_transformer_tiny", "--baseline", "transformer_lm"],
-     "--baseline transformer_lm is a language model but --arch define_transformer_tiny is a translation model"),
-    (["--arch", "define_transformer_tiny", "--paper-table", "3"], "--paper-table 3 prints the paper's fixed settings and ignores --arch"),
-    (["--paper-table", "2", "--define-map-dim", "64"], "ignores --define-map-dim 64"),
-    (["--arch", "define_transformer_tiny", "--vocab-size", "100000000000"],
-     "the vocabulary size=100000000000 is larger than this plugin supports (10000000)"),
-    (["--arch", "define_transformer_tiny", "--define-depth", "100000"], "define_depth (N)=100000 is larger than"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (
+            ["--arch", "define_txl_tiny", "--baseline", "transformer"],
+            "--baseline transformer is a translation model but --arch define_txl_tiny is a language model",
+        ),
+        (
+            ["--arch", "define_transformer_tiny", "--baseline", "transformer_lm"],
+            "--baseline transformer_lm is a language model but --arch define_transformer_tiny is a translation model",
+        ),
+        (
+            ["--arch", "define_transformer_tiny", "--paper-table", "3"],
+            "--paper-table 3 prints the paper's fixed settings and ignores --arch",
+        ),
+        (["--paper-table", "2", "--define-map-dim", "64"], "ignores --define-map-dim 64"),
+        (
+            ["--arch", "define_transformer_tiny", "--vocab-size", "100000000000"],
+            "the vocabulary size=100000000000 is larger than this plugin supports (10000000)",
+        ),
+        (["--arch", "define_transformer_tiny", "--define-depth", "100000"], "define_depth (N)=100000 is larger than"),
+    ],
+)
 def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
     import time
 
@@ -693,36 +824,83 @@ def test_params_tool_refuses_conflicting_or_huge_settings(args, expected):
 
 
 # One command-line row per class of mistake (the classes' tables run in process in
-# tests/test_mistakes.py and tests/test_hostile_files.py): the line reaches the user, exit
+# tests/test_mistakes.py and tests/test_hostile_*.py): the line reaches the user, exit
 # non-zero, nothing written. (name, command (given the data, a checkpoint, a scratch folder),
 # program, what the line says)
 CLI_MISTAKES = [
-    ("number_not_finite", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--define-unit-grad-scale", "inf")),
-     "define_unit_grad_scale=inf is not a finite number"),
-    ("training_number_out_of_range", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--update-freq", "0")),
-     "--update-freq 0 must be at least 1"),
-    ("override_not_a_choice", lambda b, ck, t: ("fairseq-generate", generate_args(
-        b, ck, "--model-overrides", "{'define_unit_centring': 'bogus'}")), "define_unit_centring='bogus' is not one of"),
-    ("override_unknown", lambda b, ck, t: ("fairseq-generate", generate_args(
-        b, ck, "--model-overrides", "{'define_map_dimm': 8}")), "'define_map_dimm' (did you mean 'define_map_dim'?) is not a setting"),
-    ("override_malformed", lambda b, ck, t: ("fairseq-interactive", generate_args(
-        b, ck, "--model-overrides", "{'dropout': }")), "not a Python literal (SyntaxError)"),
-    ("path_is_a_folder", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck.parent)), "is a folder, not a checkpoint file"),
-    ("restore_file_is_a_folder", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
-     "is a folder: give a checkpoint file"),
-    ("beam_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--beam", "0")), "--beam 0 must be at least 1"),
-    ("generation_number", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--nbest", "0")),
-     "--nbest 0 must be at least 1"),
-    ("min_len_above_a_batch", lambda b, ck, t: ("fairseq-generate", generate_args(
-        b, ck, "--max-len-a", "0.01", "--max-len-b", "-3")), "--min-len 1 is above the longest output for a source of"),
-    ("generation_seed", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--seed", "-1")),
-     "--seed -1 is not a seed"),
-    ("batch_above_buffer", lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--batch-size", "4")),
-     "--batch-size 4 is larger than --buffer-size 1"),
-    ("world_size_0", lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--distributed-world-size", "0")),
-     "--distributed-world-size 0 must be at least 1"),
-    ("seed_beyond_the_run", lambda b, ck, t: ("fairseq-train", train_args(b, t, "--seed", "4294967294", "--max-epoch", "2")),
-     "--seed 4294967294 is too large for this run"),
+    (
+        "number_not_finite",
+        lambda b, ck, t: ("fairseq-train", train_args(b, t, "--define-unit-grad-scale", "inf")),
+        "define_unit_grad_scale=inf is not a finite number",
+    ),
+    (
+        "training_number_out_of_range",
+        lambda b, ck, t: ("fairseq-train", train_args(b, t, "--update-freq", "0")),
+        "--update-freq 0 must be at least 1",
+    ),
+    (
+        "override_not_a_choice",
+        lambda b, ck, t: (
+            "fairseq-generate",
+            generate_args(b, ck, "--model-overrides", "{'define_unit_centring': 'bogus'}"),
+        ),
+        "define_unit_centring='bogus' is not one of",
+    ),
+    (
+        "override_unknown",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--model-overrides", "{'define_map_dimm': 8}")),
+        "'define_map_dimm' (did you mean 'define_map_dim'?) is not a setting",
+    ),
+    (
+        "override_malformed",
+        lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--model-overrides", "{'dropout': }")),
+        "not a Python literal (SyntaxError)",
+    ),
+    (
+        "path_is_a_folder",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck.parent)),
+        "is a folder, not a checkpoint file",
+    ),
+    (
+        "restore_file_is_a_folder",
+        lambda b, ck, t: ("fairseq-train", train_args(b, t, "--restore-file", ck.parent)),
+        "is a folder: give a checkpoint file",
+    ),
+    (
+        "beam_0",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--beam", "0")),
+        "--beam 0 must be at least 1",
+    ),
+    (
+        "generation_number",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--nbest", "0")),
+        "--nbest 0 must be at least 1",
+    ),
+    (
+        "min_len_above_a_batch",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--max-len-a", "0.01", "--max-len-b", "-3")),
+        "--min-len 1 is above the longest output for a source of",
+    ),
+    (
+        "generation_seed",
+        lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--seed", "-1")),
+        "--seed -1 is not a seed",
+    ),
+    (
+        "batch_above_buffer",
+        lambda b, ck, t: ("fairseq-interactive", generate_args(b, ck, "--batch-size", "4")),
+        "--batch-size 4 is larger than --buffer-size 1",
+    ),
+    (
+        "world_size_0",
+        lambda b, ck, t: ("fairseq-generate", generate_args(b, ck, "--distributed-world-size", "0")),
+        "--distributed-world-size 0 must be at least 1",
+    ),
+    (
+        "seed_beyond_the_run",
+        lambda b, ck, t: ("fairseq-train", train_args(b, t, "--seed", "4294967294", "--max-epoch", "2")),
+        "--seed 4294967294 is too large for this run",
+    ),
 ]
 
 
@@ -758,8 +936,15 @@ def test_a_plain_state_dict_without_user_dir(bin_copy, tmp_path):
 def test_compress_says_when_codes_would_not_shrink_the_tables(trained, tmp_path):
     """64 codebooks of 16 codes outweigh the tied 792 x 32 table: the tool said "has no lookup
     tables to compress"."""
-    proc = run_tool("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", tmp_path / "out.pt",
-                    "--codebooks", "64")
+    proc = run_tool(
+        "fairseq-define-compress",
+        "--path",
+        trained / "checkpoint_last.pt",
+        "--output",
+        tmp_path / "out.pt",
+        "--codebooks",
+        "64",
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
     assert ("--codebooks 64 x --codes 16 would not make the lookup tables of" in proc.stdout
             and "as codes): lower --codebooks or --codes" in proc.stdout), proc.stdout[-2000:]

@@ -89,9 +89,27 @@ def test_transformer_lm_trains_and_evaluates_in_bf16(wt2_bin, tmp_path):
                   "--cpu", "--bf16", "--log-format", "simple", "--log-interval", "10", "--seed", "2").stdout
     assert_trained_in_bf16(out, tmp_path / "checkpoint_last.pt", "FP16Optimizer")
     valid = float(re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", out)[-1])
-    evals = [result(run_cli("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--path", tmp_path / "checkpoint_last.pt",
-                            "--gen-subset", "valid", "--tokens-per-sample", "32", "--batch-size", "4", "--cpu",
-                            *flag).stdout) for flag in ([], ["--bf16"])]
+    evals = [
+        result(
+            run_cli(
+                "fairseq-eval-lm",
+                wt2_bin,
+                "--user-dir",
+                USER_DIR,
+                "--path",
+                tmp_path / "checkpoint_last.pt",
+                "--gen-subset",
+                "valid",
+                "--tokens-per-sample",
+                "32",
+                "--batch-size",
+                "4",
+                "--cpu",
+                *flag,
+            ).stdout
+        )
+        for flag in ([], ["--bf16"])
+    ]
     assert evals[0][0] == evals[1][0]  # the same tokens
     # training validated the bfloat16 model; eval-lm scores its float32 copy, and with --bf16
     # the bfloat16 model: bfloat16's relative step is 2^-8, so the losses agree within 1%

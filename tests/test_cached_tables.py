@@ -2,6 +2,7 @@
 the live unit."""
 
 import re
+
 import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
@@ -84,7 +85,10 @@ def test_cached_checkpoint_and_cache_on_load_generate_the_same(wmt_bin, trained,
                               "--cpu", *extra).stdout
 
     base = hypotheses(gen(ckpt))
-    for result in (hypotheses(gen(cached)), hypotheses(gen(ckpt, "--model-overrides", "{'define_cache_on_load': True}"))):
+    for result in (
+        hypotheses(gen(cached)),
+        hypotheses(gen(ckpt, "--model-overrides", "{'define_cache_on_load': True}")),
+    ):
         assert result.keys() == base.keys() and len(base) == 40
         for i in base:
             assert result[i][1] == base[i][1]

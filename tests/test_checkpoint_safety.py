@@ -1,6 +1,5 @@
 """Checkpoints load through torch's weights-only unpickler with fairseq's allow-list."""
 
-import collections
 import os
 import random
 import shutil
@@ -34,7 +33,9 @@ def crafted_checkpoint(trained, path, marker):
 def test_checkpoints_written_by_fairseq_load_safely(trained):
     state = load_checkpoint_to_cpu(str(trained / "checkpoint_last.pt"))
     assert state["cfg"]["model"].arch == "define_transformer_tiny"
-    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(trained / "checkpoint_last.pt")) == ["argparse.Namespace"]
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(trained / "checkpoint_last.pt")) == [
+        "argparse.Namespace"
+    ]
 
 
 def test_a_checkpoint_that_would_run_code_is_refused(trained, tmp_path):
@@ -86,7 +87,9 @@ def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path, legacy):
     run_cli("fairseq-define-trust-checkpoint", old, new)
     converted = safe_torch_load(str(new))
     assert converted["extra_state"]["best"] == 3.5 and converted["extra_state"]["dtype"] == "float32"
-    assert torch.equal(converted["extra_state"]["steps"], torch.arange(3)) and converted["extra_state"]["level"] == "low"
+    assert (
+        torch.equal(converted["extra_state"]["steps"], torch.arange(3)) and converted["extra_state"]["level"] == "low"
+    )
     for k, v in state["model"].items():
         # equal_nan: fairseq's sinusoidal positions keep an uninitialized one-element buffer
         # (_float_tensor), which is NaN on some runs
@@ -129,7 +132,15 @@ def test_average_checkpoints_loads_safely(trained, tmp_path):
     torch.testing.assert_close(avg[k], orig[k] + 0.5)
     marker = tmp_path / "pwned"
     crafted_checkpoint(trained, tmp_path / "bad.pt", marker)
-    out = run_cli("fairseq-define-average-checkpoints", "--inputs", a, tmp_path / "bad.pt", "--output", tmp_path / "avg2.pt", check=False)
+    out = run_cli(
+        "fairseq-define-average-checkpoints",
+        "--inputs",
+        a,
+        tmp_path / "bad.pt",
+        "--output",
+        tmp_path / "avg2.pt",
+        check=False,
+    )
     assert out.returncode == 2 and "refusing to load" in out.stdout and not marker.exists()
     assert not (tmp_path / "avg2.pt").exists()
 

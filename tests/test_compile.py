@@ -1,8 +1,8 @@
-"""The benchmarks' compiled unit (benchmarks/unit_run.py, ``set_bench_run(compile_mode=...)``): the DeFINE unit under torch.compile is one graph with no break and no
-recompile as the number of rows changes from batch to batch (on the plain token path, CUDA's,
-and on the CPU's unique-token path), and computes what the eager unit computes. Compiled with
-dynamo's ``aot_eager`` backend (the graphs AOTAutograd hands a compiler, without generating
-code), so the test runs in seconds."""
+"""The benchmarks' compiled unit (benchmarks/unit_run.py, ``set_bench_run(compile_mode=...)``): the
+DeFINE unit under torch.compile is one graph with no break and no recompile as the number of rows
+changes from batch to batch (on the plain token path, CUDA's, and on the CPU's unique-token path),
+and computes what the eager unit computes. Compiled with dynamo's ``aot_eager`` backend (the graphs
+AOTAutograd hands a compiler, without generating code), so the test runs in seconds."""
 
 import pytest
 import torch

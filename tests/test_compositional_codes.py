@@ -5,19 +5,20 @@ from argparse import Namespace
 
 import pytest
 import torch
-
 from fairseq.data import Dictionary
+
 from fairseq_define.modules.compression.compositional_codes import (
     CompositionalEmbedding,
+    compress_embeddings,
     fit_codebooks,
     learn_codes,
     reconstruction_error,
     refine_codes,
-    compress_embeddings,
     restore_compressed_embeddings,
 )
 
-from .helpers import ptb_style, tiny_lstm, tiny_model as tiny_txl
+from .helpers import ptb_style, tiny_lstm
+from .helpers import tiny_model as tiny_txl
 
 
 def test_lookup_and_weight_decode_the_sum_of_one_vector_per_codebook():
@@ -78,7 +79,9 @@ def test_refinement_lowers_the_error_every_round_and_beats_random_codes(ptb_word
 
 def test_autoencoder_codes_refined_are_better_than_the_autoencoder_alone(ptb_word_vectors):
     table = ptb_word_vectors
-    codes, books, ae_error = learn_codes(table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=0)
+    codes, books, ae_error = learn_codes(
+        table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=0
+    )
     assert codes.dtype == torch.uint8 and codes.shape == (1500, 8) and books.shape == (8, 16, 32)
     assert ae_error == pytest.approx(reconstruction_error(table, codes, books), rel=1e-5)
     _, _, refined_error = learn_codes(table, n_codebooks=8, n_codes=16, init="autoencoder", steps=300, refine_rounds=20)
@@ -120,6 +123,7 @@ def test_compressed_model_saves_loads_and_ties_its_output_to_the_decoded_table(k
 
 def test_define_transformer_output_projection_follows_the_compressed_map():
     from fairseq import options
+
     from fairseq_define.models.define_transformer import DefineTransformerModel
     from fairseq_define.modules.compression.compositional_codes import TiedLinear
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-
 from .helpers import BIN, TINY, USER_DIR, binarize_ptb_slice, run_in_process
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe

@@ -172,7 +172,9 @@ def test_authors_groups_at_n7_are_the_reversed_restarting_counter():
 
 
 @pytest.mark.parametrize("transform", ["define", "hgt"])
-@pytest.mark.parametrize("shape", [(128, 1024, 3, 512, 8), (384, 1024, 7, 384, 16), (96, 960, 4, 96, 4), (64, 256, 2, 64, 1)])
+@pytest.mark.parametrize(
+    "shape", [(128, 1024, 3, 512, 8), (384, 1024, 7, 384, 16), (96, 960, 4, 96, 4), (64, 256, 2, 64, 1)]
+)
 def test_paper_schedule_matches_the_closed_form(transform, shape):
     """The documented rule: g_l = max(g_max // 2^(l-1), 1); width l = n + (k - n) l / N rounded
     half up to a multiple of lcm(g_l, g_(l+1)) (Reduce: 1 group); Expand l > 1 reads w_(l-1) + n
@@ -346,7 +348,9 @@ def test_authors_map_dropout_is_one_mask_per_sequence():
 def test_unique_token_path_equals_plain_path_for_both_styles(style, map_kind):
     torch.manual_seed(0)
     kw = dict(define_style=style, define_max_groups=None)
-    plain = set_unit_run(DefineEmbedding(define_options(**kw), 40, 1, 32, map_layer=model_map(map_kind)), token_path="plain")
+    plain = set_unit_run(
+        DefineEmbedding(define_options(**kw), 40, 1, 32, map_layer=model_map(map_kind)), token_path="plain"
+    )
     unique = set_unit_run(DefineEmbedding(define_options(**kw), 40, 1, 32, map_layer=model_map(map_kind)),
                           token_path="unique")
     unique.load_state_dict(plain.state_dict())

@@ -229,8 +229,8 @@ def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with
     change the parameters or the outputs, or the checks would refuse what is safe (resuming
     with another --define-unit-grad-scale, say)."""
     import torch
-
     from fairseq._define_runtime.checkpoint_fit import is_neutral_setting
+
     from fairseq_define.modules import DefineEmbedding
     from fairseq_define.modules.define.config import DefineConfigError
 
@@ -239,7 +239,9 @@ def test_a_setting_is_neutral_exactly_when_trained_weights_compute_the_same_with
     torch.manual_seed(0)
     ours = DefineEmbedding(DefineOptions.from_config(define_cfg(**base)), 40, 1, 32).double()
     try:
-        other = DefineEmbedding(DefineOptions.from_config(define_cfg(**{**base, **OTHER_SETTINGS[flag]})), 40, 1, 32).double()
+        other = DefineEmbedding(
+            DefineOptions.from_config(define_cfg(**{**base, **OTHER_SETTINGS[flag]})), 40, 1, 32
+        ).double()
     except DefineConfigError:
         other = None  # a setting no model of these sizes takes alone (it changes the structure)
     same = other is not None and {k: v.shape for k, v in other.state_dict().items()} == {

@@ -54,17 +54,44 @@ def test_table_6a_counts_exactly():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        (dict(map_dim=128, expand_dim=64, depth=3, out_dim=128), "define_expand_dim \\(k\\)=64 is smaller than define_map_dim \\(n\\)=128"),
-        (dict(map_dim=128, expand_dim=1024, depth=0, out_dim=128), "define_depth \\(N\\) must be a positive integer, got 0"),
-        (dict(map_dim=-8, expand_dim=1024, depth=3, out_dim=128), "define_map_dim \\(n\\) must be a positive integer, got -8"),
+        (
+            dict(map_dim=128, expand_dim=64, depth=3, out_dim=128),
+            "define_expand_dim \\(k\\)=64 is smaller than define_map_dim \\(n\\)=128",
+        ),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=0, out_dim=128),
+            "define_depth \\(N\\) must be a positive integer, got 0",
+        ),
+        (
+            dict(map_dim=-8, expand_dim=1024, depth=3, out_dim=128),
+            "define_map_dim \\(n\\) must be a positive integer, got -8",
+        ),
         (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=0), "define_out_dim \\(m\\) must be a positive integer"),
-        (dict(map_dim=130, expand_dim=1024, depth=3, out_dim=128, max_groups=4), "n\\)=130 is not divisible by the 4 groups of Expand layer 1.*128 or 132"),
+        (
+            dict(map_dim=130, expand_dim=1024, depth=3, out_dim=128, max_groups=4),
+            "n\\)=130 is not divisible by the 4 groups of Expand layer 1.*128 or 132",
+        ),
         (dict(map_dim=96, expand_dim=1024, depth=3, out_dim=128, max_groups=64), "not divisible by the 64 groups"),
-        (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, groups=[4, 2]), "define_groups lists 2 values .* define_depth \\(N\\) is 3"),
-        (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, groups=[4, 0, 1]), "each value of define_groups must be a positive integer, got 0"),
-        (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, max_groups=0), "define_max_groups \\(g_max\\) must be a positive integer"),
-        (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, transform="dense"), "unknown define_transform 'dense'"),
-        (dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, transform="projective", reduce=False), "cannot be used with --define-no-reduce"),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, groups=[4, 2]),
+            "define_groups lists 2 values .* define_depth \\(N\\) is 3",
+        ),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, groups=[4, 0, 1]),
+            "each value of define_groups must be a positive integer, got 0",
+        ),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, max_groups=0),
+            "define_max_groups \\(g_max\\) must be a positive integer",
+        ),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, transform="dense"),
+            "unknown define_transform 'dense'",
+        ),
+        (
+            dict(map_dim=128, expand_dim=1024, depth=3, out_dim=128, transform="projective", reduce=False),
+            "cannot be used with --define-no-reduce",
+        ),
     ],
 )
 def test_invalid_settings_name_the_value_and_the_fix(kwargs, message):

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 import torch
-
 from fairseq.data import Dictionary
+
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel, LSTMLMConfig
 from fairseq_define.modules import DefineConfigError, DefineEmbedding
@@ -108,12 +108,12 @@ def test_scale_multiplies_the_unit_gradients_and_nothing_else(transform):
 def test_default_scale_is_applied_to_both_styles(style):
     factor = 0.01  # DEFAULT_UNIT_GRAD_SCALE, written out so a changed default is noticed here
     grads = {}
-    for scale in (None, 1.0):
+    for unit_scale in (None, 1.0):
         torch.manual_seed(0)
-        cfg = define_options(define_style=style, define_max_groups=None, define_unit_grad_scale=scale)
+        cfg = define_options(define_style=style, define_max_groups=None, define_unit_grad_scale=unit_scale)
         emb = DefineEmbedding(cfg, 40, 1, 32)
         (emb(torch.randint(2, 40, (3, 7))) * torch.linspace(-1, 1, 32)).sum().backward()
-        grads[scale] = {name: p.grad for name, p in emb.named_parameters() if name.startswith("unit.")}
+        grads[unit_scale] = {name: p.grad for name, p in emb.named_parameters() if name.startswith("unit.")}
     for name, grad in grads[1.0].items():
         torch.testing.assert_close(grads[None][name], grad * factor, rtol=1e-5, atol=0), name
 

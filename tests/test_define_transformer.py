@@ -27,7 +27,9 @@ def tiny_model(*extra, vocab=50, tgt_vocab=None):
         from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
 
         parser = options.get_training_parser(default_task="translation")
-        args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL, *extra])
+        args = options.parse_args_and_arch(
+            parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL, *extra]
+        )
         src = dictionary_of_size(vocab)
         tgt = src if tgt_vocab is None else dictionary_of_size(tgt_vocab)
         task = VocabularyOnlyTask(src, tgt)
@@ -84,7 +86,9 @@ def test_incremental_decoding_equals_full_forward(form):
         full, _ = model(src, src_lengths, prev)
         enc = model.encoder(src, src_lengths=src_lengths)
         state = {}
-        steps = [model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0] for t in range(prev.size(1))]
+        steps = [
+            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0] for t in range(prev.size(1))
+        ]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -243,11 +247,13 @@ def test_an_output_layer_outside_the_choices_from_a_stored_config_is_refused():
     from fairseq import options
     from fairseq.models import build_model
 
-    from fairseq_define.modules.config_bounds import ConfigRangeError
     from fairseq_define.models.without_data import VocabularyOnlyTask, dictionary_of_size
+    from fairseq_define.modules.config_bounds import ConfigRangeError
 
     parser = options.get_training_parser(default_task="translation")
-    args = options.parse_args_and_arch(parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL])
+    args = options.parse_args_and_arch(
+        parser, ["-", "--task", "translation", "--arch", "define_transformer_tiny", *SMALL]
+    )
     args.define_output_layer = "tied"
     d = dictionary_of_size(50)
     with pytest.raises(ConfigRangeError, match="not one of untied, tied_map, tied_unit"):

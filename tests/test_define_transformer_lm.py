@@ -14,9 +14,9 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 
 from fairseq_define.errors import UserError
 from fairseq_define.models.define_transformer_lm import DefineTransformerLanguageModel
+from fairseq_define.models.transformer_xl import TABLE_2_MAP_DIMS
 from fairseq_define.modules.define.config import DefineConfigError
 from fairseq_define.param_report import parameter_distribution
-from fairseq_define.models.transformer_xl import TABLE_2_MAP_DIMS
 
 from .helpers import ADAPTIVE, tiny_lm
 
@@ -128,7 +128,10 @@ def test_a_checkpoint_from_before_the_setting_loads_tied_at_n():
 
 
 def test_projective_counts_as_input_output_and_define_as_define():
-    define, projective = parameter_distribution(tiny_lm()), parameter_distribution(tiny_lm(define_transform="projective"))
+    define, projective = (
+        parameter_distribution(tiny_lm()),
+        parameter_distribution(tiny_lm(define_transform="projective")),
+    )
     assert projective["define"] == 0 < define["define"]
     assert projective["context"] == define["context"]
     assert projective["input_output"] == define["input_output"] + 16 * 32 + 32  # + the linear n -> m

@@ -6,8 +6,17 @@ import re
 
 import pytest
 
-from .helpers import (BIN, TINY, TINY_STOCK_TRANSFORMER, USER_DIR, assert_same_model, free_port, losses, run_cli,
-                      run_in_process)
+from .helpers import (
+    BIN,
+    TINY,
+    TINY_STOCK_TRANSFORMER,
+    USER_DIR,
+    assert_same_model,
+    free_port,
+    losses,
+    run_cli,
+    run_in_process,
+)
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -60,9 +69,27 @@ def test_two_processes_equal_one_process_with_update_freq_2_and_resume(wmt_bin, 
 def test_stock_transformer_trains_on_two_processes(wmt_bin, tmp_path):
     """Every parameter of fairseq's own transformer is used in a training step, so DDP needs
     no --find-unused-parameters (fairseq 0.12.2's encoder layers held untrained copies)."""
-    out = torchrun(wmt_bin / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000",
-                   "--max-update", "3", "--cpu", "--save-dir", tmp_path, "--no-save", "--disable-validation",
-                   "--log-format", "simple", "--log-interval", "1").stdout
+    out = torchrun(
+        wmt_bin / "bin",
+        *TINY_STOCK_TRANSFORMER,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--max-tokens",
+        "1000",
+        "--max-update",
+        "3",
+        "--cpu",
+        "--save-dir",
+        tmp_path,
+        "--no-save",
+        "--disable-validation",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "1",
+    ).stdout
     assert sorted(losses(out)) == [1, 2, 3]
 
 

@@ -13,8 +13,8 @@ import torch
 from fairseq import checkpoint_utils, options
 from fairseq.models import build_model
 
-from fairseq_define.param_report import parameter_distribution
 from fairseq_define.models.without_data import VocabularyOnlyTask, build_arch, dictionary_of_size
+from fairseq_define.param_report import parameter_distribution
 
 from .helpers import TINY_STOCK_TRANSFORMER, run_cli
 
@@ -104,10 +104,16 @@ def test_a_checkpoint_holding_the_copies_loads_strictly_with_the_same_outputs(ar
     g = torch.Generator().manual_seed(2)
     for i, layer in enumerate(model.encoder.layers):
         attn, prefix = layer.self_attn, f"encoder.layers.{i}."
-        shapes = {"in_proj_weight": (3 * attn.q_proj.weight.shape[0], attn.q_proj.weight.shape[1]),
-                  "in_proj_bias": (3 * attn.q_proj.bias.shape[0],), "out_proj_weight": attn.out_proj.weight.shape,
-                  "out_proj_bias": attn.out_proj.bias.shape, "fc1_weight": layer.fc1.weight.shape,
-                  "fc1_bias": layer.fc1.bias.shape, "fc2_weight": layer.fc2.weight.shape, "fc2_bias": layer.fc2.bias.shape}
+        shapes = {
+            "in_proj_weight": (3 * attn.q_proj.weight.shape[0], attn.q_proj.weight.shape[1]),
+            "in_proj_bias": (3 * attn.q_proj.bias.shape[0],),
+            "out_proj_weight": attn.out_proj.weight.shape,
+            "out_proj_bias": attn.out_proj.bias.shape,
+            "fc1_weight": layer.fc1.weight.shape,
+            "fc1_bias": layer.fc1.bias.shape,
+            "fc2_weight": layer.fc2.weight.shape,
+            "fc2_bias": layer.fc2.bias.shape,
+        }
         old.update({prefix + k: torch.randn(s, generator=g) for k, s in shapes.items()})
     reloaded = tiny(arch, seed=1).eval()
     reloaded.load_state_dict(old, strict=True)

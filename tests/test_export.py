@@ -12,12 +12,23 @@ import torch
 from fairseq.checkpoint_utils import checkpoint_pickle_globals, safe_torch_load
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
-from fairseq_define.modules import cache_define_tables
 from fairseq_define.models.stock_form import NotExportable, export_state
+from fairseq_define.modules import cache_define_tables
 
 from .helpers import (
-    TINY, USER_DIR, assert_user_error, binarize_ptb_slice, dictionary, made_once, result, run_cli,
-    run_in_process, snapshot, tiny_lm, tiny_lstm, tiny_model,
+    TINY,
+    USER_DIR,
+    assert_user_error,
+    binarize_ptb_slice,
+    dictionary,
+    made_once,
+    result,
+    run_cli,
+    run_in_process,
+    snapshot,
+    tiny_lm,
+    tiny_lstm,
+    tiny_model,
 )
 
 # -- in process: every output form, sharing and unit style, live and cached ----------------
@@ -104,9 +115,14 @@ def test_transformer_lm_export_computes_what_the_define_model_computes(settings)
 
     # as fairseq-train stores a dataclass model's config: its fields, named by the architecture
     stored = DefineTransformerLMConfig.from_namespace(model.args)
-    cfg = {"model": {**{k: getattr(stored, k) for k in stored.__dataclass_fields__}, "_name": "define_transformer_lm_tiny",
-                     "base_shuffle": 1},  # the parser's default, which base_lm_architecture leaves as it is
-           "task": {"_name": "language_modeling", "data": "data-bin"}}
+    cfg = {
+        "model": {
+            **{k: getattr(stored, k) for k in stored.__dataclass_fields__},
+            "_name": "define_transformer_lm_tiny",
+            "base_shuffle": 1,
+        },  # the parser's default, which base_lm_architecture leaves as it is
+        "task": {"_name": "language_modeling", "data": "data-bin"},
+    }
     task = Namespace(source_dictionary=model.decoder.dictionary, target_dictionary=model.decoder.dictionary,
                      dictionary=model.decoder.dictionary)
     state = export_state(model, cfg, task)
@@ -121,8 +137,11 @@ def test_transformer_lm_export_computes_what_the_define_model_computes(settings)
 
 
 def lm_cfg(model, name):
-    return {"model": {**{k: getattr(model.decoder.cfg, k) for k in model.decoder.cfg.__dataclass_fields__}, "_name": name},
-            "task": {"_name": "contiguous_lm", "data": "data-bin"}, "criterion": {"_name": "projected_adaptive_loss"}}
+    return {
+        "model": {**{k: getattr(model.decoder.cfg, k) for k in model.decoder.cfg.__dataclass_fields__}, "_name": name},
+        "task": {"_name": "contiguous_lm", "data": "data-bin"},
+        "criterion": {"_name": "projected_adaptive_loss"},
+    }
 
 
 @pytest.mark.parametrize("settings", [
@@ -292,13 +311,17 @@ def test_the_export_holds_only_stock_settings_and_classes(nmt_export):
 def test_ctranslate2_greedy_output_and_scores_equal_fairseq_generate(nmt_export, wmt_bin, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
     data, ckpt, out, _ = nmt_export
-    log = run_cli("fairseq-define-export", ckpt, tmp_path / "export.pt", "--data", data, "--ct2", tmp_path / "ct2").stdout
+    log = run_cli(
+        "fairseq-define-export", ckpt, tmp_path / "export.pt", "--data", data, "--ct2", tmp_path / "ct2"
+    ).stdout
     assert f"wrote {tmp_path / 'ct2'}: the CTranslate2 model (float32)" in log
     source = [l.split() for l in (wmt_bin / "test.bpe.en").read_text(encoding="utf-8").splitlines()]
     target = [l.split() for l in (wmt_bin / "test.bpe.de").read_text(encoding="utf-8").splitlines()]
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", compute_type="float32")
     ct2 = [" ".join(r.hypotheses[0]) for r in translator.translate_batch(source, beam_size=1, max_decoding_length=20)]
-    gen = hypotheses(run_cli("fairseq-generate", data, "--path", out, *GENERATE[:2], "--beam", "1", *GENERATE[4:]).stdout)
+    gen = hypotheses(
+        run_cli("fairseq-generate", data, "--path", out, *GENERATE[:2], "--beam", "1", *GENERATE[4:]).stdout
+    )
     assert len(gen) == len(source) == 40
     assert ct2 == [gen[i][1] for i in range(len(source))]
     scores = [r.log_probs for r in translator.score_batch(source, target)]
@@ -394,7 +417,9 @@ def test_the_hub_exports_what_the_tool_exports(trained, wmt_bin, tmp_path):
 
     tool = tmp_path / "tool.pt"
     run_cli("fairseq-define-export", trained / "checkpoint_last.pt", tool)
-    hub = DefineTransformerModel.from_pretrained(str(trained), "checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"))
+    hub = DefineTransformerModel.from_pretrained(
+        str(trained), "checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin")
+    )
     hub.export(tmp_path / "hub.pt")
     a, b = safe_torch_load(str(tool))["model"], safe_torch_load(str(tmp_path / "hub.pt"))["model"]
     assert a.keys() == b.keys()

@@ -39,11 +39,17 @@ def test_import_fails_with_the_fix_command_when_unpatched(tmp_path):
     assert last.startswith("ImportError: fairseq_define:") and fp.APPLY_COMMAND in last
 
 
-@pytest.mark.parametrize("raised, line", [
-    ("UserError('bad setting: fix it')", "fairseq-x: error: bad setting: fix it"),
-    # a fairseq exception that the plugin's reader knows, printed by the same hook
-    ("FileNotFoundError('Dataset not found: valid (data-bin)')", "fairseq-x: error: no binarized 'valid' split in data-bin"),
-])
+@pytest.mark.parametrize(
+    "raised, line",
+    [
+        ("UserError('bad setting: fix it')", "fairseq-x: error: bad setting: fix it"),
+        # a fairseq exception that the plugin's reader knows, printed by the same hook
+        (
+            "FileNotFoundError('Dataset not found: valid (data-bin)')",
+            "fairseq-x: error: no binarized 'valid' split in data-bin",
+        ),
+    ],
+)
 def test_one_user_error_class_and_one_hook(tmp_path, raised, line):
     """The plugin's UserError is fairseq's, and loading the plugin installs no second hook."""
     script = (

@@ -13,7 +13,8 @@ import torch
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import fused_unit
 from fairseq_define.modules.define.embedding import set_unit_run
-from fairseq_define.modules.stability.gradients import centre, scale as scale_gradients
+from fairseq_define.modules.stability.gradients import centre
+from fairseq_define.modules.stability.gradients import scale as scale_gradients
 
 from .helpers import define_options
 
@@ -89,12 +90,16 @@ def ref_and_fast(emb, dtype, e_scale=3.0, counts=None, stability=(False, 1.0), r
             out = fused_unit.unit_reference(twin, x * e_scale, [None if m is None else m.view(4, 9, -1) for m in masks])
         else:
             positions = int(counts.sum()) if counts is not None else None
-            out = fused_unit.fused_unit(program, fused_unit.unit_layers(twin), x, *stability, counts, positions, e_scale,
-                                        True, masks)
+            out = fused_unit.fused_unit(
+                program, fused_unit.unit_layers(twin), x, *stability, counts, positions, e_scale, True, masks
+            )
         (out.double() * weight).sum().backward()
-        results[name] = ([out.detach().double(), x.grad.double()]
-                         + [p.grad.double() for layer in fused_unit.unit_layers(twin) for p in fused_unit.params_of(layer)
-                            if p is not None])
+        results[name] = [out.detach().double(), x.grad.double()] + [
+            p.grad.double()
+            for layer in fused_unit.unit_layers(twin)
+            for p in fused_unit.params_of(layer)
+            if p is not None
+        ]
     return results["ref"], results["fast"]
 
 

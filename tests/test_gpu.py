@@ -12,7 +12,6 @@ tests with the CPU as the device, so that their logic is checked where there is 
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,14 @@ from fairseq_define.modules import DefineEmbedding, DefineUnit, build_schedule, 
 from fairseq_define.modules.define.embedding import set_unit_run
 
 from .helpers import (
-    TINY, TINY_TIED, USER_DIR, binarize_ptb_slice, define_options, made_once, result, run_cli,
+    TINY,
+    TINY_TIED,
+    USER_DIR,
+    binarize_ptb_slice,
+    define_options,
+    made_once,
+    result,
+    run_cli,
     subprocess_run_interactive,
 )
 
@@ -109,8 +115,11 @@ def test_every_family_trains_50_updates_with_a_falling_loss(family, precision, r
     flags = precision_args(precision)
     if family == "awd_lstm":
         args = [*args, *AWD_OPTIMIZER["fp32" if precision == "fp32" else "half"]]
-    bin_dir = {"wmt": lambda: request.getfixturevalue("wmt_bin") / "bin", "wt2": lambda: request.getfixturevalue("wt2_bin"),
-               "ptb": lambda: request.getfixturevalue("ptb_bin")}[data]()
+    bin_dir = {
+        "wmt": lambda: request.getfixturevalue("wmt_bin") / "bin",
+        "wt2": lambda: request.getfixturevalue("wt2_bin"),
+        "ptb": lambda: request.getfixturevalue("ptb_bin"),
+    }[data]()
     out = run_cli("fairseq-train", bin_dir, *args, *flags, *DEVICE_ARGS, "--max-update", "50", "--no-save",
                   "--disable-validation", "--save-dir", tmp_path / "ck", "--log-format", "simple",
                   "--log-interval", "10", "--seed", "3").stdout
@@ -174,8 +183,12 @@ def test_unique_token_path_equals_plain_path_on_the_device(style, transform):
     """torch.unique on the device (its order and inverse) and the gather's backward: outputs and
     gradients equal to running every token through the unit, and to the CPU's."""
     torch.manual_seed(0)
-    emb = {path: set_unit_run(DefineEmbedding(define_options(define_transform=transform, define_style=style), 300, 1, 48),
-                              token_path=path) for path in ("plain", "unique")}
+    emb = {
+        path: set_unit_run(
+            DefineEmbedding(define_options(define_transform=transform, define_style=style), 300, 1, 48), token_path=path
+        )
+        for path in ("plain", "unique")
+    }
     emb["unique"].load_state_dict(emb["plain"].state_dict())
     tokens = torch.randint(2, 300, (16, 40))  # 640 tokens, many repeated, no padding row
     weight = torch.randn(16, 40, 48)
@@ -389,11 +402,31 @@ def test_hub_interface_on_the_device(wmt_bin, dev_nmt):
 def test_a_device_checkpoint_resumes_on_the_cpu_and_back(wmt_bin, dev_nmt, tmp_path):
     """The device's checkpoint (weights and Adam's state) resumes training with --cpu; the CPU's
     checkpoint resumes on the device; both runs continue the update count."""
-    cpu_run = run_cli("fairseq-train", wmt_bin / "bin", *NMT_TIED, "--cpu", "--restore-file", dev_nmt / "checkpoint_last.pt",
-                      "--max-update", "24", "--save-dir", tmp_path / "cpu").stdout
+    cpu_run = run_cli(
+        "fairseq-train",
+        wmt_bin / "bin",
+        *NMT_TIED,
+        "--cpu",
+        "--restore-file",
+        dev_nmt / "checkpoint_last.pt",
+        "--max-update",
+        "24",
+        "--save-dir",
+        tmp_path / "cpu",
+    ).stdout
     assert "@ 20 updates)" in cpu_run  # fairseq's "Loaded checkpoint ... (epoch 1 @ 20 updates)"
-    back = run_cli("fairseq-train", wmt_bin / "bin", *NMT_TIED, *DEVICE_ARGS, "--restore-file",
-                   tmp_path / "cpu" / "checkpoint_last.pt", "--max-update", "28", "--save-dir", tmp_path / "back").stdout
+    back = run_cli(
+        "fairseq-train",
+        wmt_bin / "bin",
+        *NMT_TIED,
+        *DEVICE_ARGS,
+        "--restore-file",
+        tmp_path / "cpu" / "checkpoint_last.pt",
+        "--max-update",
+        "28",
+        "--save-dir",
+        tmp_path / "back",
+    ).stdout
     assert "@ 24 updates)" in back
     losses = [float(x) for x in re.findall(r"\| train \|.*?\| loss ([0-9.]+)", back)]
     assert losses and all(math.isfinite(x) for x in losses)
@@ -431,9 +464,21 @@ def dev_lm(request, tmp_path_factory):
 @cli
 def test_eval_lm_on_the_device_matches_the_cpu_live_and_cached(dev_lm):
     family, bin_dir, ckpt = dev_lm
-    args = ["fairseq-eval-lm", bin_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "valid", *LM_EVAL[family][1]]
+    args = [
+        "fairseq-eval-lm",
+        bin_dir,
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        ckpt,
+        "--gen-subset",
+        "valid",
+        *LM_EVAL[family][1],
+    ]
     tokens, loss = result(run_cli(*args, *DEVICE_ARGS).stdout)
     tokens_cpu, loss_cpu = result(run_cli(*args, "--cpu").stdout)
     assert tokens == tokens_cpu > 0 and abs(loss - loss_cpu) <= 1e-4 * loss_cpu, (loss, loss_cpu)
-    tokens_c, loss_c = result(run_cli(*args, *DEVICE_ARGS, "--model-overrides", "{'define_cache_on_load': True}").stdout)
+    tokens_c, loss_c = result(
+        run_cli(*args, *DEVICE_ARGS, "--model-overrides", "{'define_cache_on_load': True}").stdout
+    )
     assert tokens_c == tokens and abs(loss_c - loss) <= 1e-4 * loss, (loss_c, loss)

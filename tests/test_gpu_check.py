@@ -19,7 +19,9 @@ def gpu_check(*args, check=False):
 
 
 def test_cpu_mode_writes_the_summary(tmp_path):
-    out = gpu_check("--cpu", "--out", tmp_path, "--steps", "tests", "--workers", "0", "--pytest-args", "-k unit_in_bf16")
+    out = gpu_check(
+        "--cpu", "--out", tmp_path, "--steps", "tests", "--workers", "0", "--pytest-args", "-k unit_in_bf16"
+    )
     assert out.returncode == 0, out.stdout[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["mode"] == "cpu" and summary["passed"] is True
@@ -58,7 +60,9 @@ def test_a_failed_step_is_recorded_and_the_next_one_runs(tmp_path):
 
 def test_a_step_that_passed_without_its_numbers_fails_the_check(tmp_path):
     # pytest --co passes without a result line, as a step whose output format changed would
-    out = gpu_check("--cpu", "--out", tmp_path, "--steps", "tests", "--workers", "0", "--pytest-args", "--co -k unit_in_bf16")
+    out = gpu_check(
+        "--cpu", "--out", tmp_path, "--steps", "tests", "--workers", "0", "--pytest-args", "--co -k unit_in_bf16"
+    )
     assert out.returncode == 1, out.stdout[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["steps"][0]["status"] == "pass" and summary["numbers_missing"] == ["tests"]
@@ -66,13 +70,19 @@ def test_a_step_that_passed_without_its_numbers_fails_the_check(tmp_path):
     assert "Numbers not found in the logs of: tests" in (tmp_path / "summary.md").read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bogus"], "unknown option '--bogus'"),
-    (["--cpu"], "--out DIR is required"),
-    (["--cpu", "--out", "O", "--steps", "tests nope"], "--steps takes probe, tests, bench, graphs and table3 (got 'nope')"),
-    (["--cpu", "--out", "O", "--probe-budget", "0"], "--probe-budget takes a whole number of seconds (got '0')"),
-    (["--cpu", "--out", "O", "--updates", "ten"], "take a whole number (got 'ten')"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bogus"], "unknown option '--bogus'"),
+        (["--cpu"], "--out DIR is required"),
+        (
+            ["--cpu", "--out", "O", "--steps", "tests nope"],
+            "--steps takes probe, tests, bench, graphs and table3 (got 'nope')",
+        ),
+        (["--cpu", "--out", "O", "--probe-budget", "0"], "--probe-budget takes a whole number of seconds (got '0')"),
+        (["--cpu", "--out", "O", "--updates", "ten"], "take a whole number (got 'ten')"),
+    ],
+)
 def test_bad_options_stop_with_one_line(args, message, tmp_path):
     out = gpu_check(*[tmp_path / "o" if a == "O" else a for a in args])
     assert out.returncode == 2

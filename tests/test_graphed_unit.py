@@ -91,7 +91,9 @@ def test_output_and_every_gradient_equal_the_eager_path(backend, style, centring
     for seed, rows in enumerate((5, 12, 9, 16, 17, 3)):
         e, weight, extra = batch(unit, rows, counted, seed)
         settings = dict(centring=centring, grad_scale=grad_scale, **extra)
-        assert_same(step(graphed(runner, unit, **settings), unit, e, weight), step(eager(unit, **settings), unit, e, weight))
+        assert_same(
+            step(graphed(runner, unit, **settings), unit, e, weight), step(eager(unit, **settings), unit, e, weight)
+        )
     assert runner.captures == 3 and len(runner.slots) == 1
 
 
@@ -103,7 +105,9 @@ def test_replaced_parameters_are_captured_afresh(backend, style):
     unit = unit_of(style, DEVICE[backend], torch.float32)
     runner = GraphedUnit(backend, smallest=8)
     e, weight, extra = batch(unit, 6, True)
-    assert_same(step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight), 1e-4)
+    assert_same(
+        step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight), 1e-4
+    )
     unit.to(torch.float64)
     e, weight, extra = batch(unit, 6, True)
     assert_same(step(graphed(runner, unit, **extra), unit, e, weight), step(eager(unit, **extra), unit, e, weight))
@@ -199,7 +203,9 @@ def test_captures_happen_exactly_when_they_must(backend):
                                (dict(centring=False), 6)):
         call(6, **settings)
         assert runner.captures == captures, settings
-    fused_unit.unit_layers(unit)[0].transform.weight.data = fused_unit.unit_layers(unit)[0].transform.weight.data.clone()
+    fused_unit.unit_layers(unit)[0].transform.weight.data = fused_unit.unit_layers(unit)[
+        0
+    ].transform.weight.data.clone()
     call(6)
     assert runner.captures == 7
 
@@ -284,8 +290,11 @@ def test_gradients_accumulate_across_calls(backend):
 # -- through the embedding (set_unit_run's graphs) ------------------------------------------------
 
 
-@pytest.mark.parametrize("case", [dict(), STYLES["authors"], dict(define_transform="glt_shuffle"),
-                                  dict(define_transform="define_residual")], ids=["paper", "authors", "shuffle", "residual"])
+@pytest.mark.parametrize(
+    "case",
+    [dict(), STYLES["authors"], dict(define_transform="glt_shuffle"), dict(define_transform="define_residual")],
+    ids=["paper", "authors", "shuffle", "residual"],
+)
 @pytest.mark.parametrize("token_path", ["unique", "plain"])
 def test_an_embedding_with_graphs_trains_as_without(case, token_path):
     """``set_unit_run(graphs="eager")``: an embedding's training steps over batches of several

@@ -24,7 +24,10 @@ RUNTIME = "fairseq._define_runtime"  # the patch's installed copy (fairseq_defin
 # (layer, module prefixes): a module belongs to the layer of its longest matching prefix
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("the fairseq patch", ("fairseq_define_patch",)),
-    ("errors and bounds", ("fairseq_define.errors", "fairseq_define.output_files", "fairseq_define.modules.config_bounds")),
+    (
+        "errors and bounds",
+        ("fairseq_define.errors", "fairseq_define.output_files", "fairseq_define.modules.config_bounds"),
+    ),
     ("modules", ("fairseq_define.modules", "fairseq_define.param_report")),
     ("optim, tasks, criterions", ("fairseq_define.optim", "fairseq_define.tasks", "fairseq_define.criterions")),
     ("models", ("fairseq_define.models",)),

@@ -52,7 +52,9 @@ def assert_scores_as_it_did(family, path, tmp_path):
     names = ["dict.txt"] if kind == "lm" else ["dict.en.txt", "dict.de.txt"]
     for name in names:  # the dictionaries the task reads from its data folder
         shutil.copyfile(FAMILIES / f"{kind}.dict.txt", tmp_path / name)
-    overrides = {"data": str(tmp_path)} if kind == "lm" else {"data": str(tmp_path), "source_lang": "en", "target_lang": "de"}
+    overrides = (
+        {"data": str(tmp_path)} if kind == "lm" else {"data": str(tmp_path), "source_lang": "en", "target_lang": "de"}
+    )
     (model,), _cfg, _task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
     saved = torch.load(path, map_location="cpu", weights_only=False)["model"]
     built = model.state_dict()

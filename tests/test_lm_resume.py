@@ -14,8 +14,13 @@ from fairseq.checkpoint_utils import safe_torch_load
 from fairseq.data import Dictionary
 
 from fairseq_define.models.define_lm import StreamStateDecoder
-from fairseq_define.tasks.contiguous_lm import (ContiguousLMTask, ContiguousStreamDataset, StreamBatchIterator, TokenStream,
-                                                training_rows)
+from fairseq_define.tasks.contiguous_lm import (
+    ContiguousLMTask,
+    ContiguousStreamDataset,
+    StreamBatchIterator,
+    TokenStream,
+    training_rows,
+)
 
 from .helpers import USER_DIR, binarize_ptb_slice, run_in_process
 

@@ -116,10 +116,28 @@ def test_nt_asgd_schedule_needs_its_optimizer(ptb_bin, tmp_path):
 
 def test_a_table_architecture_trains_through_fairseq_train(ptb_bin, tmp_path):
     """Table 1a R4 at full size (4 x 1024 LSTM, N=7 DeFINE), cutoffs fitted to the slice."""
-    out = run_in_process("fairseq-train", ptb_bin, *LSTM[:5], "define_lstm_wt103_r4_define_n384", *LSTM[6:],
-                         "--adaptive-cutoff", "500,1000", "--criterion", "projected_adaptive_loss",
-                         "--optimizer", "sgd", "--lr", "1", "--batch-size", "2", "--max-update", "2", "--disable-validation",
-                         "--save-dir", tmp_path).stdout
+    out = run_in_process(
+        "fairseq-train",
+        ptb_bin,
+        *LSTM[:5],
+        "define_lstm_wt103_r4_define_n384",
+        *LSTM[6:],
+        "--adaptive-cutoff",
+        "500,1000",
+        "--criterion",
+        "projected_adaptive_loss",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "1",
+        "--batch-size",
+        "2",
+        "--max-update",
+        "2",
+        "--disable-validation",
+        "--save-dir",
+        tmp_path,
+    ).stdout
     assert "define_lstm_wt103_r4_define_n384: DeFINE 4.6" in out and "num_updates 2" in out
 
 

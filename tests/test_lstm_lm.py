@@ -7,16 +7,16 @@ from argparse import Namespace
 
 import pytest
 import torch
-
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
+
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
-from fairseq_define.modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from fairseq_define.modules.define.embedding import cache_define_tables
+from fairseq_define.modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from fairseq_define.optim.nt_asgd import AveragedSGD
 from fairseq_define.tools.params import LSTM_TABLES, TABLE1A_ROWS, build_arch, parameter_distribution
 
-from .helpers import dictionary, ptb_style, tiny_lstm
+from .helpers import ptb_style, tiny_lstm
 
 TRANSFORMS = ["none", "projective", "linear", "glt", "glt_shuffle", "hgt", "define_nomix", "define", "define_residual"]
 

@@ -78,7 +78,11 @@ OVERRIDE_MISTAKES = [
     (TRANSFORMER, {"define_no_bias": "yes"}, "define_no_bias='yes' must be True or False"),
     (TRANSFORMER, {"define_dropout": "0.1"}, "define_dropout='0.1' must be a number"),
     (TRANSFORMER, {"define_unit_grad_scale": float("nan")}, "define_unit_grad_scale=nan is not a finite number"),
-    (LSTM, {"define_activation": "softmax"}, "define_activation='softmax' is not one of swish, gelu, relu, tanh, linear"),
+    (
+        LSTM,
+        {"define_activation": "softmax"},
+        "define_activation='softmax' is not one of swish, gelu, relu, tanh, linear",
+    ),
     (LSTM, {"div_val": float("inf")}, "div_val=inf is not a finite number"),
     (TXL, {"define_style": "mine"}, "define_style='mine' is not one of paper, authors"),
     (TXL, {"div_val": -4.0}, "div_val=-4.0 must be at least 1"),
@@ -139,11 +143,23 @@ def latin1_file(folder):
 INPUT_MISTAKES = [
     ("path_is_a_folder", lambda d, p: load(d), "is a folder, not a checkpoint file: give the file"),
     ("plain_state_dict", lambda d, p: load(p), "is not a fairseq checkpoint (it has no 'model' entry"),
-    ("incomplete_checkpoint", lambda d, p: load(incomplete(d)), "is not a complete fairseq checkpoint (KeyError: 'best_loss')"),
-    ("overrides_not_a_dict", lambda d, p: load(p, arg_overrides=[1, 2]), "--model-overrides must be a dict of settings"),
+    (
+        "incomplete_checkpoint",
+        lambda d, p: load(incomplete(d)),
+        "is not a complete fairseq checkpoint (KeyError: 'best_loss')",
+    ),
+    (
+        "overrides_not_a_dict",
+        lambda d, p: load(p, arg_overrides=[1, 2]),
+        "--model-overrides must be a dict of settings",
+    ),
     ("input_is_a_folder", lambda d, p: interactive_lines(d), "is a folder: give a text file, or - for standard input"),
     ("input_is_missing", lambda d, p: interactive_lines(d / "nope.txt"), "is not an existing file"),
-    ("input_not_utf8", lambda d, p: interactive_lines(latin1_file(d)), "latin1.txt is not UTF-8 text (invalid continuation byte)"),
+    (
+        "input_not_utf8",
+        lambda d, p: interactive_lines(latin1_file(d)),
+        "latin1.txt is not UTF-8 text (invalid continuation byte)",
+    ),
     ("beam_0", lambda d, p: beam(0), "--beam 0 must be at least 1"),
     ("beam_negative", lambda d, p: beam(-3), "--beam -3 must be at least 1"),
 ]
@@ -185,7 +201,10 @@ def dataclass_model_checkpoint(tmp_path_factory):
     """A checkpoint of a model with a dataclass config (define_lstm_lm), saved before
     lstm_layers existed: its stored model config lacks it."""
     path = tmp_path_factory.mktemp("lstm") / "checkpoint.pt"
-    cfg = {"model": {"_name": "define_lstm_lm", "lstm_hidden_dim": 8}, "task": {"_name": "language_modeling", "data": "x"}}
+    cfg = {
+        "model": {"_name": "define_lstm_lm", "lstm_hidden_dim": 8},
+        "task": {"_name": "language_modeling", "data": "x"},
+    }
     history = [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam", "lr_scheduler_state": {},
                 "num_updates": 0}]
     torch.save({"model": {}, "cfg": cfg, "optimizer_history": history, "extra_state": {}, "last_optimizer_state": None},
@@ -256,6 +275,7 @@ TRAINING_MISTAKES = [
 @pytest.mark.parametrize("flags,expected", TRAINING_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_MISTAKES])
 def test_training_numbers_have_checked_ranges(flags, expected):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     with pytest.raises(FairseqUserError) as info:
@@ -273,6 +293,7 @@ def test_usual_training_numbers_pass():
 def test_training_groups_kept_as_namespaces_are_checked():
     """A component without a dataclass (here fairseq's sgd optimizer) keeps its group as a Namespace."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers as _check_training_numbers
 
     cfg = training_cfg("--optimizer", "sgd", "--lr", "5")
@@ -296,12 +317,16 @@ TOOL_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("tool,args,expected", TOOL_MISTAKES, ids=[f"{t}:{' '.join(a[:2])}" for t, a, _ in TOOL_MISTAKES])
+@pytest.mark.parametrize(
+    "tool,args,expected", TOOL_MISTAKES, ids=[f"{t}:{' '.join(a[:2])}" for t, a, _ in TOOL_MISTAKES]
+)
 def test_tools_refuse_what_is_not_a_checkpoint(tmp_path, capsys, plain_state_dict, tool, args, expected):
     import importlib
 
     main = importlib.import_module(f"fairseq_define.tools.{tool}").main
-    args = [{"PLAIN": str(plain_state_dict), "OUT": str(tmp_path / "out.pt"), "DIR": str(tmp_path)}.get(a, a) for a in args]
+    args = [
+        {"PLAIN": str(plain_state_dict), "OUT": str(tmp_path / "out.pt"), "DIR": str(tmp_path)}.get(a, a) for a in args
+    ]
     try:
         rc = main(args)
     except SystemExit as e:  # argparse
@@ -373,8 +398,14 @@ TRAINING_RANGE_MISTAKES = [
     (["--patience", "0"], "--patience 0 must be at least 1"),
     (["--log-interval", "0"], "--log-interval 0 must be at least 1"),
     (["--num-shards", "2", "--shard-id", "2"], "--shard-id 2 is not below --num-shards 2"),
-    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "-5"], "--end-learning-rate -5.0 is negative"),
-    (["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--power", "-1"], "--power -1.0 must be positive"),
+    (
+        ["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "-5"],
+        "--end-learning-rate -5.0 is negative",
+    ),
+    (
+        ["--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--power", "-1"],
+        "--power -1.0 must be positive",
+    ),
     (["--lr-scheduler", "inverse_sqrt", "--warmup-init-lr", "-5"], "--warmup-init-lr -5.0 is negative"),
     (["--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "1.5"], "--lr-shrink 1.5 is not a shrink factor"),
     (["--lr-scheduler", "cosine", "--t-mult", "0"], "--t-mult 0.0 must be positive"),
@@ -391,9 +422,12 @@ TRAINING_RANGE_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("flags,expected", TRAINING_RANGE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_RANGE_MISTAKES])
+@pytest.mark.parametrize(
+    "flags,expected", TRAINING_RANGE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_RANGE_MISTAKES]
+)
 def test_every_training_setting_has_a_range(monkeypatch, flags, expected):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same rows on a GPU machine
@@ -421,6 +455,7 @@ def test_an_unset_total_num_update_follows_max_update():
     """--lr-scheduler polynomial_decay without --total-num-update was a ConfigCompositionException
     traceback (its default is an interpolation, which the config conversion turned into null)."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
 
     cfg = training_cfg("--lr-scheduler", "polynomial_decay", "--max-update", "10")
@@ -434,6 +469,7 @@ def test_an_unset_total_num_update_follows_max_update():
 def test_precision_against_a_gpu(monkeypatch):
     """On CUDA --fp16 and --amp train; --bf16 needs a GPU that has bfloat16 (faked here)."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.precision_devices import check_precision_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -446,18 +482,26 @@ def test_precision_against_a_gpu(monkeypatch):
         check_precision_device(training_cfg("--bf16"))
 
 
-@pytest.mark.parametrize("overrides,expected", [
-    ({"lr": -1}, "--optimizer-overrides: lr -1 is negative"),
-    ({"lr": float("nan")}, "--optimizer-overrides: lr nan is not a finite number"),
-    ({"eps": 0}, "--optimizer-overrides: eps 0 must be positive"),
-    ({"betas": (0.9, 1.2)}, "--optimizer-overrides: betas 1.2 holds a beta outside [0, 1)"),
-    ({"weight_decay": -0.1}, "--optimizer-overrides: weight_decay -0.1 is negative"),
-    ({"lrr": 0.1}, "--optimizer-overrides names 'lrr', which this optimizer does not have: its settings are amsgrad, betas"),
-    ([1, 2], "--optimizer-overrides must be a dict of settings"),
-], ids=["lr", "nan", "eps", "betas", "weight_decay", "unknown", "not_a_dict"])
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        ({"lr": -1}, "--optimizer-overrides: lr -1 is negative"),
+        ({"lr": float("nan")}, "--optimizer-overrides: lr nan is not a finite number"),
+        ({"eps": 0}, "--optimizer-overrides: eps 0 must be positive"),
+        ({"betas": (0.9, 1.2)}, "--optimizer-overrides: betas 1.2 holds a beta outside [0, 1)"),
+        ({"weight_decay": -0.1}, "--optimizer-overrides: weight_decay -0.1 is negative"),
+        (
+            {"lrr": 0.1},
+            "--optimizer-overrides names 'lrr', which this optimizer does not have: its settings are amsgrad, betas",
+        ),
+        ([1, 2], "--optimizer-overrides must be a dict of settings"),
+    ],
+    ids=["lr", "nan", "eps", "betas", "weight_decay", "unknown", "not_a_dict"],
+)
 def test_optimizer_overrides_are_checked_as_they_are_applied(overrides, expected):
     """What fairseq/optim/fairseq_optimizer.py does when a resumed optimizer takes the overrides."""
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_settings import check_optimizer_overrides
 
     group = torch.optim.Adam([torch.zeros(2, requires_grad=True)]).param_groups[0]
@@ -473,6 +517,7 @@ def test_a_divergence_is_one_line(tmp_path):
     from types import SimpleNamespace as NS
 
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.training_divergence import nan_detector, raise_divergence
 
     class Detector:
@@ -520,6 +565,7 @@ def test_samples_against_max_tokens():
     import numpy as np
     from fairseq import UserError as FairseqUserError
     from fairseq.data import data_utils
+
     from fairseq_define_patch.runtime.batch_sizes import check_sizes_left
 
     sizes = np.array([5, 48, 7])
@@ -540,7 +586,11 @@ DICTIONARY_MISTAKES = [
     ("no_count", b"the 5\nof\n", "dict.txt line 2: 'of' is not '<token> <count>'"),
     ("count_not_a_number", b"the 5\nof many\n", "dict.txt line 2: the count 'many' of 'of' is not an integer"),
     ("duplicate", b"the 5\nof 4\nthe 3\n", "dict.txt line 3: 'the' is listed already on line 1"),
-    ("special_symbol", b"<unk> 5\n", "dict.txt line 1: '<unk>' is listed already (a symbol the dictionary adds itself)"),
+    (
+        "special_symbol",
+        b"<unk> 5\n",
+        "dict.txt line 1: '<unk>' is listed already (a symbol the dictionary adds itself)",
+    ),
     ("empty_line", b"the 5\n\nof 4\n", "dict.txt line 2: '' is not '<token> <count>'"),
     ("not_utf8", b"the 5\ncaf\xe9 4\n", "dict.txt is not UTF-8 text (line 2: invalid continuation byte)"),
 ]
@@ -586,12 +636,23 @@ LM_TINY = "define_transformer_lm_tiny"
 # define_transformer_lm settings that its output form would replace without a word: (flags, the line)
 DEFINE_LM_MISTAKES = [
     (["--decoder-output-dim", "24"], "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
-    (["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-softmax-factor", "2"],
-     "--adaptive-softmax-factor 2.0 differs from --adaptive-input-factor 4"),
-    (["--adaptive-input", "--adaptive-input-cutoff", "20.5,50"], "--adaptive-input-cutoff must be comma-separated integers"),
-    (["--define-output-layer", "untied", "--adaptive-softmax-cutoff", "20,50.5"], "--adaptive-softmax-cutoff must be comma-separated integers"),
-    (["--define-output-layer", "untied", "--share-decoder-input-output-embed"],
-     "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its own"),
+    (
+        ["--adaptive-input", "--adaptive-input-cutoff", "20,50", "--adaptive-softmax-factor", "2"],
+        "--adaptive-softmax-factor 2.0 differs from --adaptive-input-factor 4",
+    ),
+    (
+        ["--adaptive-input", "--adaptive-input-cutoff", "20.5,50"],
+        "--adaptive-input-cutoff must be comma-separated integers",
+    ),
+    (
+        ["--define-output-layer", "untied", "--adaptive-softmax-cutoff", "20,50.5"],
+        "--adaptive-softmax-cutoff must be comma-separated integers",
+    ),
+    (
+        ["--define-output-layer", "untied", "--share-decoder-input-output-embed"],
+        "--share-decoder-input-output-embed ties the output layer, but --define-output-layer untied keeps one of its "
+        "own",
+    ),
 ]
 
 
@@ -623,13 +684,15 @@ def test_language_model_settings_the_form_honours(flags):
                                               "--tokens-per-sample 64"), (100, "--context-window 100 leaves no token"),
 ])
 def test_eval_lm_context_window(window, expected):
+    from fairseq import UserError as FairseqUserError
     from omegaconf import OmegaConf
 
-    from fairseq import UserError as FairseqUserError
     from fairseq_define_patch.runtime.eval_lm_settings import check_context_window
 
     with pytest.raises(FairseqUserError, match=expected):
-        check_context_window(OmegaConf.create({"eval_lm": {"context_window": window}, "task": {"tokens_per_sample": 64}}))
+        check_context_window(
+            OmegaConf.create({"eval_lm": {"context_window": window}, "task": {"tokens_per_sample": 64}})
+        )
     check_context_window(OmegaConf.create({"eval_lm": {"context_window": 63}, "task": {"tokens_per_sample": 64}}))
 
 
@@ -653,6 +716,7 @@ def test_input_from_a_pipe(tmp_path):
 
 def test_outputs_are_not_written_through_links(tmp_path):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.output_links import PREPROCESS_OUTPUT, check_no_links, open_output
 
     victim = tmp_path / "victim.txt"
@@ -673,6 +737,7 @@ def test_outputs_are_not_written_through_links(tmp_path):
 
 def test_user_dir_that_is_a_file(tmp_path):
     from fairseq import UserError as FairseqUserError
+
     from fairseq_define_patch.runtime.plugin_names import check_user_dir
 
     init = Path(__file__).resolve().parents[1] / "fairseq_define" / "__init__.py"
@@ -692,23 +757,80 @@ def cli_slices(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("cli_slices")
     lm = binarize_ptb_slice(d, 300, 40)
-    run_cli("fairseq-train", lm, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "define_transformer_lm_tiny",
-            "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "1", "--cpu", "--optimizer", "adam",
-            "--lr", "1e-3", "--save-dir", d / "lm_ck", "--no-epoch-checkpoints")
+    run_cli(
+        "fairseq-train",
+        lm,
+        "--user-dir",
+        USER_DIR,
+        "--task",
+        "language_modeling",
+        "--arch",
+        "define_transformer_lm_tiny",
+        "--tokens-per-sample",
+        "32",
+        "--max-tokens",
+        "256",
+        "--max-update",
+        "1",
+        "--cpu",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--save-dir",
+        d / "lm_ck",
+        "--no-epoch-checkpoints",
+    )
     for split, count in (("train", 200), ("valid", 30)):
         for lang in ("en", "de"):
             head(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.{lang}", 0, count)
     run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref", d / "valid",
             "--destdir", d / "mt", "--joined-dictionary", "--workers", "1")
-    run_cli("fairseq-train", d / "mt", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
-            "--max-update", "1", "--cpu", "--save-dir", d / "mt_ck", "--no-epoch-checkpoints")
+    run_cli(
+        "fairseq-train",
+        d / "mt",
+        *TINY_STOCK_TRANSFORMER,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--max-tokens",
+        "500",
+        "--max-update",
+        "1",
+        "--cpu",
+        "--save-dir",
+        d / "mt_ck",
+        "--no-epoch-checkpoints",
+    )
     return d
 
 
 def _lm_train(d, *flags, data="bin", user_dir=None):
-    return ("fairseq-train", d / data, "--user-dir", user_dir or USER_DIR, "--task", "language_modeling", "--arch",
-            "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "2", "--cpu",
-            "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "new_ck", *flags)
+    return (
+        "fairseq-train",
+        d / data,
+        "--user-dir",
+        user_dir or USER_DIR,
+        "--task",
+        "language_modeling",
+        "--arch",
+        "define_transformer_lm_tiny",
+        "--tokens-per-sample",
+        "32",
+        "--max-tokens",
+        "256",
+        "--max-update",
+        "2",
+        "--cpu",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--save-dir",
+        d / "new_ck",
+        *flags,
+    )
 
 
 def _mt_train(d, *flags):
@@ -752,37 +874,96 @@ def _planted_results(d):
 
 # (name, the command given the slices' folder, what the one line says)
 CLI_TRAINING_AND_TEXT_MISTAKES = [
-    ("batch_size_multiple_0", lambda d: _lm_train(d, "--required-batch-size-multiple", "0"),
-     "--required-batch-size-multiple 0 must be at least 1"),  # SIGFPE before
+    (
+        "batch_size_multiple_0",
+        lambda d: _lm_train(d, "--required-batch-size-multiple", "0"),
+        "--required-batch-size-multiple 0 must be at least 1",
+    ),  # SIGFPE before
     ("save_interval_0", lambda d: _lm_train(d, "--save-interval", "0"), "--save-interval 0 must be at least 1"),
-    ("negative_end_lr", lambda d: _lm_train(d, "--lr-scheduler", "polynomial_decay", "--total-num-update", "10",
-                                            "--end-learning-rate", "-5"), "--end-learning-rate -5.0 is negative"),
+    (
+        "negative_end_lr",
+        lambda d: _lm_train(
+            d, "--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--end-learning-rate", "-5"
+        ),
+        "--end-learning-rate -5.0 is negative",
+    ),
     ("fp16_on_the_cpu", lambda d: _lm_train(d, "--fp16"), "--fp16 trains on a CUDA GPU"),
-    ("optimizer_override_out_of_range", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
-                                                            "--optimizer-overrides", "{'lr': -1}"),
-     "--optimizer-overrides: lr -1 is negative"),
-    ("optimizer_override_unknown", lambda d: _lm_train(d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt",
-                                                       "--optimizer-overrides", "{'lrr': 0.1}"),
-     "--optimizer-overrides names 'lrr', which this optimizer does not have"),
+    (
+        "optimizer_override_out_of_range",
+        lambda d: _lm_train(
+            d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt", "--optimizer-overrides", "{'lr': -1}"
+        ),
+        "--optimizer-overrides: lr -1 is negative",
+    ),
+    (
+        "optimizer_override_unknown",
+        lambda d: _lm_train(
+            d, "--restore-file", d / "lm_ck" / "checkpoint_last.pt", "--optimizer-overrides", "{'lrr': 0.1}"
+        ),
+        "--optimizer-overrides names 'lrr', which this optimizer does not have",
+    ),
     ("nan_loss_stock_transformer", lambda d: _mt_train(d, "--lr", "1e30"), "training diverged at update"),
-    ("heads_do_not_divide", lambda d: _mt_train(d, "--decoder-attention-heads", "3"),
-     "an attention layer of width 32 cannot be split into 3 heads"),
+    (
+        "heads_do_not_divide",
+        lambda d: _mt_train(d, "--decoder-attention-heads", "3"),
+        "an attention layer of width 32 cannot be split into 3 heads",
+    ),
     ("max_tokens_below_a_sentence", lambda d: _mt_train(d, "--max-tokens", "20"), "more than --max-tokens 20 allows"),
     ("max_tokens_below_every_block", lambda d: _lm_train(d, "--max-tokens", "8"), "every sample of this split"),
-    ("decoder_output_dim_replaced", lambda d: _lm_train(d, "--decoder-output-dim", "24"),
-     "--decoder-output-dim 24 does not apply to --define-output-layer tied_map"),
+    (
+        "decoder_output_dim_replaced",
+        lambda d: _lm_train(d, "--decoder-output-dim", "24"),
+        "--decoder-output-dim 24 does not apply to --define-output-layer tied_map",
+    ),
     ("damaged_dictionary", lambda d: _lm_train(d, data=_damaged_dict_copy(d).name), "dict.txt line 6: "),
-    ("user_dir_is_a_file", lambda d: _lm_train(d, user_dir=Path(USER_DIR) / "__init__.py"),
-     "__init__.py is a file: give the plugin's package folder"),
-    ("context_window_not_below_the_block", lambda d: _eval_lm(d, "--context-window", "32"),
-     "--context-window 32 leaves no token to score"),
+    (
+        "user_dir_is_a_file",
+        lambda d: _lm_train(d, user_dir=Path(USER_DIR) / "__init__.py"),
+        "__init__.py is a file: give the plugin's package folder",
+    ),
+    (
+        "context_window_not_below_the_block",
+        lambda d: _eval_lm(d, "--context-window", "32"),
+        "--context-window 32 leaves no token to score",
+    ),
     ("context_window_negative", lambda d: _eval_lm(d, "--context-window", "-1"), "--context-window -1 is negative"),
-    ("preprocess_through_a_link", lambda d: (
-        "fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--destdir", _planted_destdir(d),
-        "--joined-dictionary", "--workers", "1"), "train.en-de.en.bin is a link"),
-    ("generate_through_a_link", lambda d: (
-        "fairseq-generate", d / "mt", "--path", d / "mt_ck" / "checkpoint_last.pt", "--gen-subset", "valid", "--beam", "1",
-        "--max-tokens", "500", "--cpu", "--results-path", _planted_results(d)), "generate-valid.txt is a link"),
+    (
+        "preprocess_through_a_link",
+        lambda d: (
+            "fairseq-preprocess",
+            "-s",
+            "en",
+            "-t",
+            "de",
+            "--trainpref",
+            d / "train",
+            "--destdir",
+            _planted_destdir(d),
+            "--joined-dictionary",
+            "--workers",
+            "1",
+        ),
+        "train.en-de.en.bin is a link",
+    ),
+    (
+        "generate_through_a_link",
+        lambda d: (
+            "fairseq-generate",
+            d / "mt",
+            "--path",
+            d / "mt_ck" / "checkpoint_last.pt",
+            "--gen-subset",
+            "valid",
+            "--beam",
+            "1",
+            "--max-tokens",
+            "500",
+            "--cpu",
+            "--results-path",
+            _planted_results(d),
+        ),
+        "generate-valid.txt is a link",
+    ),
 ]
 
 
@@ -790,9 +971,9 @@ CLI_TRAINING_AND_TEXT_MISTAKES = [
 @pytest.mark.parametrize("name,command,expected", CLI_TRAINING_AND_TEXT_MISTAKES,
                          ids=[m[0] for m in CLI_TRAINING_AND_TEXT_MISTAKES])
 def test_training_and_text_mistakes_from_the_command_line(cli_slices, name, command, expected):
-    from .helpers import assert_user_error, run_cli, snapshot
-
     import shutil
+
+    from .helpers import assert_user_error, run_cli, snapshot
 
     d = cli_slices
     shutil.rmtree(d / "new_ck", ignore_errors=True)
@@ -815,9 +996,29 @@ def test_interactive_reads_a_pipe(cli_slices):
     from .helpers import BIN
 
     d = cli_slices
-    proc = subprocess.run([str(BIN / "fairseq-interactive"), str(d / "mt"), "--path", str(d / "mt_ck" / "checkpoint_last.pt"),
-                           "--cpu", "--beam", "1", "--max-len-b", "5", "--input", "/dev/stdin", "--source-lang", "en",
-                           "--target-lang", "de"], input="the house\nwe said\n", capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(BIN / "fairseq-interactive"),
+            str(d / "mt"),
+            "--path",
+            str(d / "mt_ck" / "checkpoint_last.pt"),
+            "--cpu",
+            "--beam",
+            "1",
+            "--max-len-b",
+            "5",
+            "--input",
+            "/dev/stdin",
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+        ],
+        input="the house\nwe said\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len([l for l in proc.stdout.splitlines() if l.startswith("H-")]) == 2
 
@@ -826,7 +1027,7 @@ def test_interactive_reads_a_pipe(cli_slices):
 
 def trained_nmt(tmp_path):
     """A trained translation checkpoint (the legacy nmt_untied) whose task names its data."""
-    from .test_hostile_files import damaged_checkpoint
+    from .helpers import damaged_checkpoint
 
     return damaged_checkpoint(tmp_path, lambda weights: None)[0]
 
@@ -856,7 +1057,9 @@ TOOL_CHOICE_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("tool,args,expected", TOOL_CHOICE_MISTAKES, ids=[f"{t}:{' '.join(a[-2:])}" for t, a, _ in TOOL_CHOICE_MISTAKES])
+@pytest.mark.parametrize(
+    "tool,args,expected", TOOL_CHOICE_MISTAKES, ids=[f"{t}:{' '.join(a[-2:])}" for t, a, _ in TOOL_CHOICE_MISTAKES]
+)
 def test_tool_choices_are_checked_before_any_work(tmp_path, capsys, tool, args, expected):
     if "--ct2" in args:
         pytest.importorskip("ctranslate2")
@@ -972,7 +1175,7 @@ def test_ct2_of_a_language_model_is_refused_before_the_export_is_written(tmp_pat
     import shutil
 
     pytest.importorskip("ctranslate2")
-    from .test_hostile_files import FAMILIES
+    from .helpers import FAMILIES
 
     shutil.copyfile(FAMILIES / "lm.dict.txt", tmp_path / "dict.txt")
     files = {"CK": str(FAMILIES / "transformer_lm.pt"), "OUT": str(tmp_path / "out.pt"), "DATA": str(tmp_path),

@@ -11,12 +11,13 @@ from argparse import Namespace
 import pytest
 import torch
 from fairseq import options
+from fairseq._define_runtime import model_budget, size_bounds  # the copies fairseq runs
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, FairseqEncoderDecoderModel
-from fairseq._define_runtime import model_budget, size_bounds  # the copies fairseq runs
 
 import fairseq_define_patch.installed as installed
 from fairseq_define.modules import config_bounds
+
 _DICTIONARIES = {}
 
 
@@ -108,19 +109,47 @@ def test_a_build_without_memory_holds_what_a_real_build_holds(arch):
     assert _built_parameters(arch, cfg, task, "cpu") == _counted_parameters(cfg, task, arch)
 
 
-@pytest.mark.parametrize("arch,extra", [
-    ("transformer_wmt_en_de", []),
-    ("transformer_vaswani_wmt_en_de_big", ["--share-all-embeddings"]),
-    ("transformer_iwslt_de_en", ["--share-decoder-input-output-embed"]),
-    ("transformer", ["--decoder-embed-dim", "256", "--decoder-ffn-embed-dim", "1024", "--decoder-attention-heads", "4",
-                     "--encoder-learned-pos", "--decoder-learned-pos", "--encoder-normalize-before"]),
-    ("mbart_large", []),
-    ("transformer_lm_wiki103", []),
-    ("transformer_lm_gpt2_small", []),
-    ("transformer_lm", ["--adaptive-softmax-cutoff", "300,600", "--decoder-learned-pos"]),
-    ("transformer_lm", ["--adaptive-input", "--adaptive-input-cutoff", "300,600", "--adaptive-softmax-cutoff", "300,600",
-                        "--tie-adaptive-weights", "--decoder-input-dim", "256", "--decoder-output-dim", "256"]),
-])
+@pytest.mark.parametrize(
+    "arch,extra",
+    [
+        ("transformer_wmt_en_de", []),
+        ("transformer_vaswani_wmt_en_de_big", ["--share-all-embeddings"]),
+        ("transformer_iwslt_de_en", ["--share-decoder-input-output-embed"]),
+        (
+            "transformer",
+            [
+                "--decoder-embed-dim",
+                "256",
+                "--decoder-ffn-embed-dim",
+                "1024",
+                "--decoder-attention-heads",
+                "4",
+                "--encoder-learned-pos",
+                "--decoder-learned-pos",
+                "--encoder-normalize-before",
+            ],
+        ),
+        ("mbart_large", []),
+        ("transformer_lm_wiki103", []),
+        ("transformer_lm_gpt2_small", []),
+        ("transformer_lm", ["--adaptive-softmax-cutoff", "300,600", "--decoder-learned-pos"]),
+        (
+            "transformer_lm",
+            [
+                "--adaptive-input",
+                "--adaptive-input-cutoff",
+                "300,600",
+                "--adaptive-softmax-cutoff",
+                "300,600",
+                "--tie-adaptive-weights",
+                "--decoder-input-dim",
+                "256",
+                "--decoder-output-dim",
+                "256",
+            ],
+        ),
+    ],
+)
 def test_a_family_counter_counts_exactly(arch, extra):
     """fairseq's transformers are counted from their settings, without a build: shared tables
     once, encoder and decoder layers each as they are, adaptive input and softmax by band."""
@@ -186,7 +215,9 @@ def test_the_advice_names_the_settings_that_make_the_largest_part(arch, extra, n
 def test_the_plugin_reads_the_one_table_of_bounds():
     """config_bounds.py's bounds are the runtime table's rows, read through the patch's public
     function; no second table."""
-    assert config_bounds.MAX_DEFINE_WIDTH == size_bounds.size_bound("define_width") == installed.size_bound("define_width")
+    assert (
+        config_bounds.MAX_DEFINE_WIDTH == size_bounds.size_bound("define_width") == installed.size_bound("define_width")
+    )
     assert config_bounds.MAX_DEFINE_DEPTH == size_bounds.size_bound("define_depth")
     assert config_bounds.MAX_VOCAB_SIZE == size_bounds.size_bound("vocabulary")
     assert model_budget.MAX_WIDTH == size_bounds.size_bound("width")

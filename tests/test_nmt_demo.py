@@ -20,7 +20,9 @@ DATA = ROOT / "examples" / "data" / "tatoeba_de_en"
 def splits(tmp_path_factory):
     """600 / 40 / 40 sentence pairs of the shipped corpus as --train/--valid/--test files."""
     folder = tmp_path_factory.mktemp("demo_data")
-    lines = {l: gzip.open(DATA / f"tatoeba.{l}.gz", "rt", encoding="utf-8").read().splitlines()[:680] for l in ("en", "de")}
+    lines = {
+        l: gzip.open(DATA / f"tatoeba.{l}.gz", "rt", encoding="utf-8").read().splitlines()[:680] for l in ("en", "de")
+    }
     for name, (a, b) in {"train": (0, 600), "valid": (600, 640), "test": (640, 680)}.items():
         for l in ("en", "de"):
             (folder / f"{name}.{l}").write_text("\n".join(lines[l][a:b]) + "\n", encoding="utf-8")
@@ -45,8 +47,12 @@ def work(tmp_path_factory):
 def test_demo_trains_and_scores_the_model_and_its_baseline(splits, work):
     out = demo(splits, work, "--", "--define-map-dim", "64", "--dropout", "0.2")
     summary = out[out.index("=== DeFINE NMT demo"):]
-    rows = {name: re.search(rf"^  {re.escape(name)} \(12 updates\)\s+sacreBLEU\s+([0-9.]+)\s+chrF\s+([0-9.]+)", summary, re.M)
-            for name in ("define_transformer_tiny", "transformer, same sizes")}
+    rows = {
+        name: re.search(
+            rf"^  {re.escape(name)} \(12 updates\)\s+sacreBLEU\s+([0-9.]+)\s+chrF\s+([0-9.]+)", summary, re.M
+        )
+        for name in ("define_transformer_tiny", "transformer, same sizes")
+    }
     assert all(rows.values()), summary
     assert "copy the source sentence" in summary and "ratio define_transformer_tiny / transformer" in summary
     # the baseline: the model's sizes, the recipe, the -- ARGS without the DeFINE setting

@@ -105,13 +105,27 @@ def test_each_choice_states_a_stock_output_layer_that_scores_the_same(family, fo
     assert stock.settings["decoder_output_dim"] == (x if folded else h).size(-1)
 
 
-@pytest.mark.parametrize("args, form", [
-    (dict(share_decoder_input_output_embed=True, decoder_output_dim=16, define_map_dim=16), "tied_map"),  # before the setting
-    (dict(share_decoder_input_output_embed=True, decoder_output_dim=32, define_map_dim=16), None),
-    (dict(share_decoder_input_output_embed=False, decoder_output_dim=16, define_map_dim=16), None),
-    (dict(define_output_layer="tied_unit", share_decoder_input_output_embed=True, decoder_output_dim=16,
-          define_map_dim=16), "tied_unit"),
-], ids=["legacy_tied", "wider_output", "not_shared", "set"])
+@pytest.mark.parametrize(
+    "args, form",
+    [
+        (
+            dict(share_decoder_input_output_embed=True, decoder_output_dim=16, define_map_dim=16),
+            "tied_map",
+        ),  # before the setting
+        (dict(share_decoder_input_output_embed=True, decoder_output_dim=32, define_map_dim=16), None),
+        (dict(share_decoder_input_output_embed=False, decoder_output_dim=16, define_map_dim=16), None),
+        (
+            dict(
+                define_output_layer="tied_unit",
+                share_decoder_input_output_embed=True,
+                decoder_output_dim=16,
+                define_map_dim=16,
+            ),
+            "tied_unit",
+        ),
+    ],
+    ids=["legacy_tied", "wider_output", "not_shared", "set"],
+)
 def test_a_translation_config_without_the_setting_resolves_to_what_it_built(args, form):
     ns = Namespace(**args)
     output_layer.implied_translation_form(ns)
@@ -174,7 +188,9 @@ def test_an_adaptive_softmax_trained_through_full_log_probabilities_names_adapti
     model = build().train()
     dec = model.decoder
     tokens = torch.randint(4, 40, (2, 5))  # [B, T]
-    run = (lambda: model(tokens, torch.tensor([5, 5]), tokens)) if hasattr(model, "encoder") else (lambda: model(tokens))
+    run = (
+        (lambda: model(tokens, torch.tensor([5, 5]), tokens)) if hasattr(model, "encoder") else (lambda: model(tokens))
+    )
     criterion = CrossEntropyCriterion(Namespace(target_dictionary=dec.dictionary), sentence_avg=False)
     with pytest.raises(UserError, match=r"an adaptive softmax \(--adaptive-softmax-cutoff (10,)?20\) trains through "
                                         r"--criterion adaptive_loss: add it") as info:

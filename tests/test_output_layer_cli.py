@@ -72,8 +72,13 @@ def test_generate_scores_equal_score_reference_and_the_hub(wmt_bin, run_dir):
     ref = generate(wmt_bin, folder / "checkpoint_last.pt", "--score-reference")
     scores = hypotheses(ref)
     assert len(scores) == 40 and all(math.isfinite(s) for s, _ in scores.values())
-    hub = DefineTransformerModel.from_pretrained(str(folder), "checkpoint_last.pt", data_name_or_path=str(wmt_bin / "bin"),
-                                                 bpe="subword_nmt", bpe_codes=str(wmt_bin / "codes"))
+    hub = DefineTransformerModel.from_pretrained(
+        str(folder),
+        "checkpoint_last.pt",
+        data_name_or_path=str(wmt_bin / "bin"),
+        bpe="subword_nmt",
+        bpe_codes=str(wmt_bin / "codes"),
+    )
     sources = wmt_bin.joinpath("test.tok.en").read_text(encoding="utf-8").splitlines()
     targets = wmt_bin.joinpath("test.tok.de").read_text(encoding="utf-8").splitlines()
     for i, hypo in enumerate(hub.score(sources, targets=targets)):
@@ -117,9 +122,17 @@ def test_compression_keeps_the_untied_output_layer(wmt_bin, run_dir, tmp_path):
 def test_averaged_checkpoints_generate(wmt_bin, run_dir, tmp_path):
     _, folder, _ = run_dir
     avg = tmp_path / "avg.pt"
-    run_cli("fairseq-define-average-checkpoints", "--inputs", folder / "checkpoint_1_4.pt", folder / "checkpoint_1_8.pt",
-            "--output", avg)
-    a, b, m = (safe_torch_load(str(p))["model"] for p in (folder / "checkpoint_1_4.pt", folder / "checkpoint_1_8.pt", avg))
+    run_cli(
+        "fairseq-define-average-checkpoints",
+        "--inputs",
+        folder / "checkpoint_1_4.pt",
+        folder / "checkpoint_1_8.pt",
+        "--output",
+        avg,
+    )
+    a, b, m = (
+        safe_torch_load(str(p))["model"] for p in (folder / "checkpoint_1_4.pt", folder / "checkpoint_1_8.pt", avg)
+    )
     for k in m:
         torch.testing.assert_close(m[k], (a[k] + b[k]) / 2)
     assert len(hypotheses(generate(wmt_bin, avg))) == 40

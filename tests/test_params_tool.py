@@ -137,4 +137,6 @@ def test_a_model_above_the_parameter_limit_is_counted(capsys, monkeypatch):
     bounds (test_bad_input.py: --define-depth 100000)."""
     monkeypatch.delenv("FAIRSEQ_DEFINE_MAX_PARAMETERS", raising=False)
     out = run(capsys, "--arch", "transformer_lm_gpt2_big", "--vocab-size", "250000")
-    assert "transformer_lm_gpt2_big: DeFINE 0.00M | context model 1475.56M | input-output 800.00M | total 2275.56M" in out
+    assert (
+        "transformer_lm_gpt2_big: DeFINE 0.00M | context model 1475.56M | input-output 800.00M | total 2275.56M" in out
+    )

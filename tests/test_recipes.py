@@ -68,9 +68,13 @@ def test_nmt_recipe_scores_best_and_averaged_checkpoints_both_ways(nmt_run):
             # the recorded scores are sacreBLEU of the written hypotheses against the raw
             # references, and BLEU of their compound-split forms (recomputed here)
             hyp = (d / f"test.{ckpt}.hyp").read_text(encoding="utf-8").splitlines()
-            refs = (work / "data" / "wmt_news_proxy-eval40" / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
+            refs = (
+                (work / "data" / "wmt_news_proxy-eval40" / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
+            )
             assert abs(float(scores["sacrebleu"]) - sacrebleu.corpus_bleu(hyp, [refs]).score) <= 0.006
-            hyp_cs, ref_cs = ((d / f"test.{ckpt}.{x}.cs").read_text(encoding="utf-8").splitlines() for x in ("hyp", "ref"))
+            hyp_cs, ref_cs = (
+                (d / f"test.{ckpt}.{x}.cs").read_text(encoding="utf-8").splitlines() for x in ("hyp", "ref")
+            )
             tok = sacrebleu.corpus_bleu(hyp_cs, [ref_cs], tokenize="none", force=True).score
             assert abs(float(scores["tok_bleu"]) - tok) <= 0.006
             assert "nrefs:1" in scores["signature"]
@@ -139,9 +143,21 @@ def test_lm_recipe_records_perplexities_beside_the_paper(lm_run):
         for split in ("valid", "test"):
             # what fairseq-eval-lm gives the evaluated checkpoint (batch 1: the state carried
             # through the split), 2 ** its base-2 loss; trained 30 updates: far from good
-            out = run_cli("fairseq-eval-lm", work / "data" / "ptb-eval150" / "bin", "--user-dir", ROOT / "fairseq_define",
-                          "--task", "contiguous_lm", "--gen-subset", split, "--batch-size", "1", "--cpu",
-                          "--path", work / "runs" / row / "checkpoint_best.pt").stdout
+            out = run_cli(
+                "fairseq-eval-lm",
+                work / "data" / "ptb-eval150" / "bin",
+                "--user-dir",
+                ROOT / "fairseq_define",
+                "--task",
+                "contiguous_lm",
+                "--gen-subset",
+                split,
+                "--batch-size",
+                "1",
+                "--cpu",
+                "--path",
+                work / "runs" / row / "checkpoint_best.pt",
+            ).stdout
             loss = float(re.search(r"Loss \(base 2\): ([0-9.]+)", out).group(1))
             ppl = result["metrics"][f"{split}_ppl"]
             assert ppl == float(re.search(r"Perplexity: ([0-9.]+)", out).group(1))
@@ -162,7 +178,9 @@ def test_lm_recipe_resumes_an_interrupted_row(lm_run):
     args[args.index("--updates") + 1] = "40"
     out = recipe("table1c_awd_lstm_ptb.sh", *args, "--rows", "awd_lstm").stdout
     assert "resuming from checkpoint_last.pt" in out
-    assert "@ 30 updates)" in (row / "train.log").read_text()  # fairseq's "Loaded checkpoint ... (epoch 1 @ 30 updates)"
+    assert (
+        "@ 30 updates)" in (row / "train.log").read_text()
+    )  # fairseq's "Loaded checkpoint ... (epoch 1 @ 30 updates)"
     assert json.loads((row / "result.json").read_text())["updates"] == 40
     assert (other.read_text(), other.stat().st_mtime_ns) == before  # the other row was left alone
 
@@ -201,7 +219,9 @@ def test_recipes_use_the_active_environment_with_the_package():
                     env={"PATH": f"{BIN}:{os.environ.get('PATH', '')}"}).stdout.strip()
     assert found == str(BIN / "fairseq-train")
     # no environment's tools on the PATH: the checkout's .venv is taken
-    bare = ":".join(p for p in os.environ.get("PATH", "").split(":") if not os.path.exists(os.path.join(p, "fairseq-train")))
+    bare = ":".join(
+        p for p in os.environ.get("PATH", "").split(":") if not os.path.exists(os.path.join(p, "fairseq-train"))
+    )
     if not (ROOT / ".venv" / "bin" / "fairseq-train").exists():
         pytest.skip("no .venv in this checkout")
     found = run_cli("bash", "-c", f'source "{RUN_SCRIPTS}/lib.sh"; command -v fairseq-train', cwd=ROOT,
@@ -244,16 +264,39 @@ def test_table3_full_scale_short_budget_saves_within_the_budget(tmp_path, shared
     assert "--fp16" in args and last("--arch") == "define_transformer_wmt_en_de"
 
 
-@pytest.mark.parametrize("script, args, message", [
-    ("prepare_lm.sh", ["--dataset", "wikitext-3", "--out", "X"], "--dataset must be"),
-    ("prepare_lm.sh", ["--dataset", "ptb", "--local", "/nonexistent", "--out", "X"], "missing or empty /nonexistent/ptb.train.txt"),
-    ("prepare_wmt14_en_de.sh", ["--out", "X", "--train", "/nonexistent/train"], "--train, --valid and --test go together"),
-    ("prepare_wmt14_en_de.sh", ["--out", "X", "--bpe", "wordpiece"], "--bpe must be"),
-    ("table6_transformations.sh", ["--small", "--rows", "hgt nosuchrow", "--workdir", "W"], "Table 6 has no row 'nosuchrow'"),
-    ("transformer_lm_wt103.sh", ["--small", "--rows", "nosuchrow", "--workdir", "W"], "Table tlm has no row 'nosuchrow'"),
-    pytest.param("table3_transformer_wmt14.sh", ["--workdir", "W"], "needs CUDA GPUs",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="would start the full-scale run")),
-])
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("prepare_lm.sh", ["--dataset", "wikitext-3", "--out", "X"], "--dataset must be"),
+        (
+            "prepare_lm.sh",
+            ["--dataset", "ptb", "--local", "/nonexistent", "--out", "X"],
+            "missing or empty /nonexistent/ptb.train.txt",
+        ),
+        (
+            "prepare_wmt14_en_de.sh",
+            ["--out", "X", "--train", "/nonexistent/train"],
+            "--train, --valid and --test go together",
+        ),
+        ("prepare_wmt14_en_de.sh", ["--out", "X", "--bpe", "wordpiece"], "--bpe must be"),
+        (
+            "table6_transformations.sh",
+            ["--small", "--rows", "hgt nosuchrow", "--workdir", "W"],
+            "Table 6 has no row 'nosuchrow'",
+        ),
+        (
+            "transformer_lm_wt103.sh",
+            ["--small", "--rows", "nosuchrow", "--workdir", "W"],
+            "Table tlm has no row 'nosuchrow'",
+        ),
+        pytest.param(
+            "table3_transformer_wmt14.sh",
+            ["--workdir", "W"],
+            "needs CUDA GPUs",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="would start the full-scale run"),
+        ),
+    ],
+)
 def test_recipe_input_errors_are_clear(script, args, message, tmp_path):
     args = [str(tmp_path / a) if a in ("X", "W") else a for a in args]
     out = run_cli("bash", RUN_SCRIPTS / script, *args, check=False)

@@ -6,15 +6,16 @@ import json
 import os
 import re
 import shutil
+
 import numpy as np
 import pytest
 import torch
 
 from fairseq_define.errors import UserError
 from fairseq_define.modules import DefineEmbedding, cache_define_tables, split_and_mix
+from fairseq_define.paper_tables import TABLES
 from fairseq_define.tools import correlation_maps as corr
 from fairseq_define.tools import figures, result_records, results, train_log
-from fairseq_define.paper_tables import TABLES
 
 from .helpers import define_options, model_map, run_cli
 
@@ -272,16 +273,31 @@ def test_table_with_no_runs_marks_every_row_not_run(tmp_path, capsys):
 # -- bad input ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["rows", "--table", "4"], "unknown paper table '4'; use one of 1a, 1c, 2, 3, 5, 6, 7, 8"),
-    (["table", "--table", "9"], "unknown paper table '9'"),
-    (["record", "--table", "1a", "--row", "r9", "--metric", "valid_ppl=1"], "table 1a has no row 'r9'; use one of r1_standard"),
-    (["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl=abc"], "'abc' is not a finite number"),
-    (["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl=nan"], "'nan' is not a finite number"),
-    (["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl"], "give NAME=VALUE"),
-    (["record", "--table", "1a", "--row", "r1_standard", "--metric", "test_ppl=1", "--metric", "test_ppl=2"], "given twice"),
-    (["record", "--table", "1a", "--row", "r1_standard"], "give at least one --metric"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["rows", "--table", "4"], "unknown paper table '4'; use one of 1a, 1c, 2, 3, 5, 6, 7, 8"),
+        (["table", "--table", "9"], "unknown paper table '9'"),
+        (
+            ["record", "--table", "1a", "--row", "r9", "--metric", "valid_ppl=1"],
+            "table 1a has no row 'r9'; use one of r1_standard",
+        ),
+        (
+            ["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl=abc"],
+            "'abc' is not a finite number",
+        ),
+        (
+            ["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl=nan"],
+            "'nan' is not a finite number",
+        ),
+        (["record", "--table", "1a", "--row", "r1_standard", "--metric", "valid_ppl"], "give NAME=VALUE"),
+        (
+            ["record", "--table", "1a", "--row", "r1_standard", "--metric", "test_ppl=1", "--metric", "test_ppl=2"],
+            "given twice",
+        ),
+        (["record", "--table", "1a", "--row", "r1_standard"], "give at least one --metric"),
+    ],
+)
 def test_bad_record_and_table_input_is_a_clear_error(argv, message, tmp_path, capsys):
     if argv[0] == "record":
         argv = argv + ["--run-dir", str(tmp_path)]
@@ -485,7 +501,9 @@ def test_correlations_cli_draws_one_panel_per_map(tiny_lm_checkpoint, tmp_path, 
     assert width == 1600
     assert_drawn(read_png(png), width, 350)
 
-    code, out, _ = cli(capsys, "correlations", "--path", path, "--output", tmp_path / "c10.png", "--max-tokens-vocab", "10")
+    code, out, _ = cli(
+        capsys, "correlations", "--path", path, "--output", tmp_path / "c10.png", "--max-tokens-vocab", "10"
+    )
     assert code == 0 and "10 of 64 vocabulary entries" in out
 
 
@@ -517,7 +535,9 @@ def test_record_counts_parameters_on_the_checkpoint_when_the_log_has_no_distribu
     run.mkdir()
     shutil.copy(path, run / "checkpoint_last.pt")
     (run / "train.log").write_text(
-        "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: 9,999,999)\n")
+        "2026-11-22 05:47:46 | INFO | fairseq_cli.train | num. shared model params: 9,999,999 (num. trained: "
+        "9,999,999)\n"
+    )
     result = result_records.build_result("1c", "awd_lstm", str(run), metrics=["valid_ppl=100"])
     expected = {k: round(v / 1e6, 2) for k, v in parameter_distribution(model).items()}
     assert result["params"] == expected

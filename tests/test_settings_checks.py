@@ -42,6 +42,7 @@ def lstm_checkpoint(tmp_path_factory):
 def overrides_of(path, overrides):
     """What fairseq-generate does with --model-overrides: load with them, then check them."""
     from fairseq.checkpoint_utils import load_checkpoint_to_cpu
+
     from fairseq_define_patch.runtime.model_overrides import check_model_overrides
 
     state = load_checkpoint_to_cpu(str(path), arg_overrides=overrides)
@@ -110,27 +111,40 @@ TRAINING_SHAPE_MISTAKES = [
     (["--seed", "4294967296"], "--seed 4294967296 is not a seed"),
     (["--max-source-positions", "0"], "--max-source-positions 0 must be at least 1"),
     (["--max-target-positions", "-3"], "--max-target-positions -3 must be at least 1"),
-    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0.5)", "--max-update", "10"],
-     "--phase-ratio (0.5, 0.5, 0.5) adds up to 1.5, not 1"),
-    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5)", "--max-update", "10"],
-     "--phase-ratio (0.5, 0.5) is not three fractions in [0, 1]"),
+    (
+        ["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0.5)", "--max-update", "10"],
+        "--phase-ratio (0.5, 0.5, 0.5) adds up to 1.5, not 1",
+    ),
+    (
+        ["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5)", "--max-update", "10"],
+        "--phase-ratio (0.5, 0.5) is not three fractions in [0, 1]",
+    ),
     (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.1, 0.4, 0.5)"], "--phase-ratio needs --max-update N"),
-    (["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0)", "--max-update", "10"],
-     "leaves no update of --max-update 10 to the decay phase"),
+    (
+        ["--lr-scheduler", "tri_stage", "--phase-ratio", "(0.5, 0.5, 0)", "--max-update", "10"],
+        "leaves no update of --max-update 10 to the decay phase",
+    ),
     (["--lr-scheduler", "tri_stage"], "--lr-scheduler tri_stage needs --phase-ratio"),
     (["--optimizer-overrides", "{'lr':"], "--optimizer-overrides \"{'lr':\" is not a dict of settings (SyntaxError)"),
     (["--optimizer-overrides", "x"], "--optimizer-overrides 'x' is not a dict of settings (ValueError)"),
     (["--optimizer-overrides", "{1: 2}"], "--optimizer-overrides '{1: 2}' is not a dict of settings by name"),
     # epoch E shuffles with --seed + E: a seed numpy takes at the start crashed at epoch 2
-    (["--seed", "4294967294", "--max-epoch", "2"], "--seed 4294967294 is too large for this run: it shuffles epoch E "
-                                                   "with --seed + E, up to --max-epoch 2"),
+    (
+        ["--seed", "4294967294", "--max-epoch", "2"],
+        "--seed 4294967294 is too large for this run: it shuffles epoch E with --seed + E, up to --max-epoch 2",
+    ),
     (["--seed", "4294967290", "--max-update", "10"], "give a seed of at most 4294967285"),
-    (["--seed", "3000000000"], "without --max-epoch or --max-update, and numpy takes seeds up to 4294967295 (2**32 - 1); "
-                               "give a seed of at most 2147483647"),
+    (
+        ["--seed", "3000000000"],
+        "without --max-epoch or --max-update, and numpy takes seeds up to 4294967295 (2**32 - 1); "
+        "give a seed of at most 2147483647",
+    ),
 ]
 
 
-@pytest.mark.parametrize("flags,expected", TRAINING_SHAPE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_SHAPE_MISTAKES])
+@pytest.mark.parametrize(
+    "flags,expected", TRAINING_SHAPE_MISTAKES, ids=[" ".join(f) for f, _ in TRAINING_SHAPE_MISTAKES]
+)
 def test_training_settings_of_the_wrong_shape(flags, expected):
     from fairseq_define_patch.runtime.training_settings import check_training_numbers
 
@@ -151,11 +165,8 @@ def test_training_settings_of_the_right_shape_pass(flags):
 
 def test_tri_stage_takes_phases_that_add_up_to_one_within_rounding():
     """fairseq compared the sum with == 1: (0.1, 0.2, 0.7) was an AssertionError."""
-    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule
-
+    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRSchedule, TriStageLRScheduleConfig
     from omegaconf import OmegaConf
-
-    from fairseq.optim.lr_scheduler.tri_stage_lr_scheduler import TriStageLRScheduleConfig
 
     schedule = TriStageLRScheduleConfig(phase_ratio=(0.1, 0.2, 0.7), max_update=10, lr=[1.0])
     from argparse import Namespace
@@ -188,9 +199,8 @@ def test_optimizer_override_betas(overrides, expected):
 def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
     """fairseq's single-node start (no torchrun, no Slurm) asserted the world size against the
     GPUs: --cpu --distributed-world-size 2 without torchrun was an AssertionError."""
-    from omegaconf import OmegaConf
-
     from fairseq.distributed import utils as distributed_utils
+    from omegaconf import OmegaConf
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
@@ -207,9 +217,9 @@ def test_a_world_size_without_its_processes(monkeypatch, gpus, size, expected):
 @pytest.mark.parametrize("size", [0, -1])
 def test_a_world_size_below_one(size):
     """fairseq sharded the data by it: a ValueError (shard_id) in generate, train and interactive."""
+    from fairseq.dataclass.configs import DistributedTrainingConfig
     from omegaconf import OmegaConf
 
-    from fairseq.dataclass.configs import DistributedTrainingConfig
     from fairseq_define_patch.runtime.training_settings import check_world_size_positive
 
     cfg = OmegaConf.structured(DistributedTrainingConfig(distributed_world_size=size, tpu=False))
@@ -295,9 +305,9 @@ def test_interactive_batch_size_above_its_buffer():
     ({"lenpen": 1.0, "temperature": -1.0}, "--temperature -1.0 must be positive"),
 ], ids=lambda x: repr(x) if isinstance(x, dict) else "")
 def test_hub_generation_settings_are_told_their_kind(settings, expected):
+    from fairseq.dataclass.configs import GenerationConfig
     from omegaconf import OmegaConf, open_dict
 
-    from fairseq.dataclass.configs import GenerationConfig
     from fairseq_define_patch.runtime.generation_inputs import check_generation_settings
 
     # a checkpoint's config is plain (no types); GeneratorHubInterface.generate sets its keyword arguments in it
@@ -322,14 +332,32 @@ def adaptive_softmax(vocab, cutoff):
 
 # fairseq's adaptive layers and the plugin's, built with cutoffs that cannot be: (builds, the line)
 ADAPTIVE_MISTAKES = [
-    ("softmax_beyond_vocab", lambda: adaptive_softmax(50, [10, 60]),
-     "--adaptive-softmax-cutoff 10,60 goes beyond the vocabulary of 50 words"),
-    ("input_beyond_vocab", lambda: adaptive_input(50, [10, 60]), "--adaptive-input-cutoff 10,60 goes beyond the vocabulary"),
-    ("input_below_padding", lambda: adaptive_input(50, [1, 20]),
-     "--adaptive-input-cutoff 1,20: the first band must hold the padding symbol (index 1)"),
-    ("softmax_not_increasing", lambda: adaptive_softmax(50, [20, 10]), "--adaptive-softmax-cutoff 20,10 must be increasing"),
+    (
+        "softmax_beyond_vocab",
+        lambda: adaptive_softmax(50, [10, 60]),
+        "--adaptive-softmax-cutoff 10,60 goes beyond the vocabulary of 50 words",
+    ),
+    (
+        "input_beyond_vocab",
+        lambda: adaptive_input(50, [10, 60]),
+        "--adaptive-input-cutoff 10,60 goes beyond the vocabulary",
+    ),
+    (
+        "input_below_padding",
+        lambda: adaptive_input(50, [1, 20]),
+        "--adaptive-input-cutoff 1,20: the first band must hold the padding symbol (index 1)",
+    ),
+    (
+        "softmax_not_increasing",
+        lambda: adaptive_softmax(50, [20, 10]),
+        "--adaptive-softmax-cutoff 20,10 must be increasing",
+    ),
     ("plugin_below_padding", lambda: projected_input([1, 20], 2.0), "--adaptive-cutoff 1,20: the first band must hold"),
-    ("plugin_factor_1e308", lambda: projected_input([10, 20], 1e308), "--div-val 1e+308 for each of the 2 cutoffs leaves a band"),
+    (
+        "plugin_factor_1e308",
+        lambda: projected_input([10, 20], 1e308),
+        "--div-val 1e+308 for each of the 2 cutoffs leaves a band",
+    ),
 ]
 
 
@@ -375,9 +403,26 @@ def interactive(d, text):
 
     from .helpers import BIN
 
-    return subprocess.run([str(BIN / "fairseq-interactive"), str(d / "bin"), "--path", str(d / "ck" / "checkpoint_last.pt"),
-                           "--cpu", "--beam", "1", "--max-len-b", "3", "--source-lang", "en", "--target-lang", "de"],
-                          input=text, capture_output=True, timeout=300)
+    return subprocess.run(
+        [
+            str(BIN / "fairseq-interactive"),
+            str(d / "bin"),
+            "--path",
+            str(d / "ck" / "checkpoint_last.pt"),
+            "--cpu",
+            "--beam",
+            "1",
+            "--max-len-b",
+            "3",
+            "--source-lang",
+            "en",
+            "--target-lang",
+            "de",
+        ],
+        input=text,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.cli
@@ -393,10 +438,38 @@ def test_stock_commands_print_no_warning_a_user_cannot_act_on(translation_slice)
     from .helpers import TINY_STOCK_TRANSFORMER, run_cli
 
     d, preprocess = translation_slice
-    train = run_cli("fairseq-train", d / "bin", *TINY_STOCK_TRANSFORMER, "--optimizer", "adam", "--lr", "1e-3",
-                    "--max-tokens", "500", "--max-update", "1", "--cpu", "--save-dir", d / "ck", "--no-epoch-checkpoints")
-    generate = run_cli("fairseq-generate", d / "bin", "--path", d / "ck" / "checkpoint_last.pt", "--gen-subset", "valid",
-                       "--beam", "2", "--batch-size", "3", "--max-len-b", "3", "--cpu")
+    train = run_cli(
+        "fairseq-train",
+        d / "bin",
+        *TINY_STOCK_TRANSFORMER,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--max-tokens",
+        "500",
+        "--max-update",
+        "1",
+        "--cpu",
+        "--save-dir",
+        d / "ck",
+        "--no-epoch-checkpoints",
+    )
+    generate = run_cli(
+        "fairseq-generate",
+        d / "bin",
+        "--path",
+        d / "ck" / "checkpoint_last.pt",
+        "--gen-subset",
+        "valid",
+        "--beam",
+        "2",
+        "--batch-size",
+        "3",
+        "--max-len-b",
+        "3",
+        "--cpu",
+    )
     translated = interactive(d, b"the house\nwe said it\n")
     assert translated.returncode == 0 and len(re.findall(rb"^H-\d+\t", translated.stdout, re.M)) == 2
     for name, out in (("preprocess", preprocess), ("train", train.stdout), ("generate", generate.stdout),
@@ -416,11 +489,16 @@ def test_a_model_resumed_under_another_architecture_is_told_which():
 
     from fairseq_define_patch.runtime.checkpoint_fit import check_checkpoint_form
 
-    state = {"model": {}, "cfg": {"model": {"_name": "transformer_lm_gpt", "decoder_layers": 12, "decoder_embed_dim": 768}}}
+    state = {
+        "model": {},
+        "cfg": {"model": {"_name": "transformer_lm_gpt", "decoder_layers": 12, "decoder_embed_dim": 768}},
+    }
     here = OmegaConf.create({"_name": "transformer_lm_gpt2_small", "decoder_layers": 24, "decoder_embed_dim": 1024})
     line = one_line(lambda: check_checkpoint_form("ck.pt", state, here))
-    assert line.startswith("checkpoint ck.pt does not fit this model: --arch transformer_lm_gpt in the checkpoint, "
-                           "transformer_lm_gpt2_small here, whose settings differ: --decoder-layers 12 in the checkpoint")
+    assert line.startswith(
+        "checkpoint ck.pt does not fit this model: --arch transformer_lm_gpt in the checkpoint, "
+        "transformer_lm_gpt2_small here, whose settings differ: --decoder-layers 12 in the checkpoint"
+    )
     assert "resume or fine-tune with --arch transformer_lm_gpt," in line
 
 
@@ -431,7 +509,6 @@ def test_attention_with_a_boolean_padding_mask_computes_what_torch_did():
     import warnings
 
     import torch.nn.functional as F
-
     from fairseq.modules import MultiheadAttention
 
     torch.manual_seed(0)

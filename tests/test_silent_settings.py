@@ -171,13 +171,23 @@ def test_layer_pruning_keeps_the_unit_and_the_other_stack(wmt_bin, trained, lm):
 
 
 @pytest.mark.cli
-@pytest.mark.parametrize("flags,expected", [
-    (["--model-overrides", "{'encoder_layers_to_keep': '5'}"],
-     "--encoder-layers-to-keep '5' names layer 5, and this checkpoint's encoder has layers 0-1"),
-    (["--model-overrides", "{'decoder_layers_to_keep': 'x'}"], "--decoder-layers-to-keep 'x' is not a list of layer numbers"),
-])
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        (
+            ["--model-overrides", "{'encoder_layers_to_keep': '5'}"],
+            "--encoder-layers-to-keep '5' names layer 5, and this checkpoint's encoder has layers 0-1",
+        ),
+        (
+            ["--model-overrides", "{'decoder_layers_to_keep': 'x'}"],
+            "--decoder-layers-to-keep 'x' is not a list of layer numbers",
+        ),
+    ],
+)
 def test_layers_to_keep_that_the_checkpoint_lacks_are_one_line(wmt_bin, trained, flags, expected):
-    assert_user_error(run_cli(*_generate(wmt_bin, trained, *flags), check=False, timeout=300), "fairseq-generate", expected)
+    assert_user_error(
+        run_cli(*_generate(wmt_bin, trained, *flags), check=False, timeout=300), "fairseq-generate", expected
+    )
 
 
 @pytest.mark.cli

@@ -3,8 +3,8 @@ slices of the real corpora. Each must write its table and plots, record every ar
 finished arms when invoked again (a study cut short continues where it stopped)."""
 
 import json
-import shutil
 import math
+import shutil
 import sys
 
 import pytest
@@ -71,7 +71,9 @@ def test_quick_mode_writes_table_and_plots(quick_run):
 
 def test_second_invocation_skips_finished_arms(quick_run):
     name, work, args, _ = quick_run
-    before = {d.name: ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) for d in arm_dirs(work)}
+    before = {
+        d.name: ((d / "result.json").stat().st_mtime_ns, (d / "train.log").stat().st_size) for d in arm_dirs(work)
+    }
     out = study(name, *args).stdout
     for arm, stamp in before.items():
         assert f"{arm}: done" in out, out[-3000:]

@@ -82,8 +82,21 @@ def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, c
     from studies import lm_adaptive_define as s5
 
     work = tmp_path / "work"
-    proc = run_cli(sys.executable, "-m", "studies.lm_adaptive_define", "--quick", "--workdir", work, "--data-root",
-                   corpus_root, "--jobs", "2", cwd=ROOT, timeout=600, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    proc = run_cli(
+        sys.executable,
+        "-m",
+        "studies.lm_adaptive_define",
+        "--quick",
+        "--workdir",
+        work,
+        "--data-root",
+        corpus_root,
+        "--jobs",
+        "2",
+        cwd=ROOT,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
     assert [m.study for m in s5.MODELS] == ["lm_adaptive_define_lstm", "lm_adaptive_define_transformer_lm"]
     for model in s5.MODELS:  # a study of its own a family: its own records and report
         report = work / model.study / "report"

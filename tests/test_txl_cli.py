@@ -9,8 +9,7 @@ from argparse import Namespace
 import pytest
 import torch
 
-from .helpers import (BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, run_in_process,
-                      target_scores)
+from .helpers import BIN, USER_DIR, assert_same_model, free_port, losses, result, run_cli, run_in_process, target_scores
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 

@@ -21,8 +21,13 @@ from .projected_adaptive_loss import ProjectedAdaptiveLoss
 
 @dataclass
 class AWDLanguageModelLossConfig(CrossEntropyCriterionConfig):
-    alpha: float = field(default=2.0, metadata={"help": "AR: weight of mean(h_t^2) of the last layer's dropped output (AWD-LSTM: 2)"})
-    beta: float = field(default=1.0, metadata={"help": "TAR: weight of mean((h_t - h_{t-1})^2) of the last layer's raw output (AWD-LSTM: 1)"})
+    alpha: float = field(
+        default=2.0, metadata={"help": "AR: weight of mean(h_t^2) of the last layer's dropped output (AWD-LSTM: 2)"}
+    )
+    beta: float = field(
+        default=1.0,
+        metadata={"help": "TAR: weight of mean((h_t - h_{t-1})^2) of the last layer's raw output (AWD-LSTM: 1)"},
+    )
 
 
 @register_criterion("awd_lm_loss", dataclass=AWDLanguageModelLossConfig)

@@ -9,11 +9,11 @@ from typing import Dict, Optional, Tuple
 from fairseq import utils
 from fairseq.models import FairseqIncrementalDecoder, FairseqLanguageModel
 
-from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_settings
 from ..modules.define.config import DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
+from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..param_report import log_parameter_distribution
 from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin

@@ -127,7 +127,9 @@ class DefineTransformerModel(InferenceTablesMixin, TransformerModel):
         enc, dec = self.encoder, self.decoder
         shared = enc.embed_tokens is dec.embed_tokens
         weights = {"encoder.embed_tokens.weight": token_table(enc.embed_tokens)}  # [V_src, d]
-        weights["decoder.embed_tokens.weight"] = weights["encoder.embed_tokens.weight"] if shared else token_table(dec.embed_tokens)
+        weights["decoder.embed_tokens.weight"] = (
+            weights["encoder.embed_tokens.weight"] if shared else token_table(dec.embed_tokens)
+        )
         output = stock_output(dec, weights["decoder.embed_tokens.weight"])
         weights.update(output.weights)
         tied = output.settings["share_decoder_input_output_embed"]

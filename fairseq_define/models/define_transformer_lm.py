@@ -30,11 +30,11 @@ from fairseq.models.transformer_lm import (
     transformer_lm_baevski_wiki103,
 )
 
-from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..modules.config_bounds import check_dropouts
 from ..modules.define.config import DEFINE_TRANSFORM_CHOICES, DefineConfig, DefineConfigError, parse_int_list
 from ..modules.define.embedding import DefineEmbedding
 from ..modules.define.options import DefineOptions
+from ..modules.lm.adaptive_io import ProjectedAdaptiveInput
 from ..param_report import log_parameter_distribution
 from .hub_interface import LanguageModelHubInterface, from_pretrained
 from .inference_tables import InferenceTablesMixin
@@ -122,8 +122,15 @@ class DefineTransformerLanguageModel(InferenceTablesMixin, TransformerLanguageMo
         if args.adaptive_input:
             cutoff = utils.eval_str_list(args.adaptive_input_cutoff, type=int)
             n = args.define_map_dim
-            adaptive = ProjectedAdaptiveInput(len(dictionary), dictionary.pad(), n, args.adaptive_input_factor, n, cutoff,
-                                              flags=("--adaptive-input-cutoff", "--adaptive-input-factor"))
+            adaptive = ProjectedAdaptiveInput(
+                len(dictionary),
+                dictionary.pad(),
+                n,
+                args.adaptive_input_factor,
+                n,
+                cutoff,
+                flags=("--adaptive-input-cutoff", "--adaptive-input-factor"),
+            )
             # sqrt(n): as fairseq scales its (adaptive) token embeddings by sqrt of their width
             emb = DefineEmbedding(options, len(dictionary), dictionary.pad(), embed_dim, adaptive, math.sqrt(n))
         else:
@@ -223,7 +230,9 @@ def _wiki103(n: int, transform: str) -> tuple:
     else:
         doc = (f"transformer_lm_wiki103 with adaptive input n={n} (factor 4) and one linear n -> 1024, adaptive "
                f"softmax tied at n={n}: the baseline of the DeFINE row at the same n")
-    return doc, dict(define_map_dim=n, **(TABLE_2_UNIT if transform == "define" else dict(define_transform="projective")))
+    return doc, dict(
+        define_map_dim=n, **(TABLE_2_UNIT if transform == "define" else dict(define_transform="projective"))
+    )
 
 
 WIKI103_ARCHITECTURES = {

@@ -32,16 +32,16 @@ from fairseq.models import lstm_lm as stock_lstm_lm
 from fairseq.models import register_model
 from fairseq.tasks.language_modeling import LanguageModelingTask
 
-from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
-from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
 )
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
+from ..modules.lm.awd_regularization import WeightDropLSTM, embedding_dropout, locked_dropout
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
-from .stock_form import NotExportable, stock_namespace, token_table
 from .named_architectures import register_architectures
+from .stock_form import NotExportable, stock_namespace, token_table
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +51,18 @@ LSTM_INPUT_CENTRING_CHOICES = ChoiceEnum(["none", "embedding", "all"])
 @dataclass
 class LSTMLMConfig(DefineConfig):
     lstm_layers: int = field(default=4, metadata={"help": "number of LSTM layers"})
-    lstm_hidden_dim: int = field(default=1024, metadata={"help": "hidden size H of every LSTM layer but the last (which is n wide)"})
+    lstm_hidden_dim: int = field(
+        default=1024, metadata={"help": "hidden size H of every LSTM layer but the last (which is n wide)"}
+    )
     adaptive_cutoff: Optional[str] = field(
         default=None,
         metadata={"help": "adaptive map and softmax: comma-separated band cutoffs (e.g. "
                   "20000,40000,200000); none: a standard n-dim table and a full softmax"},
     )
     div_val: float = field(default=4.0, metadata={"help": "adaptive map: width divisor from one band to the next"})
-    no_softmax_bias: bool = field(default=False, metadata={"help": "no per-word output bias (the adaptive rows of Table 1a have none)"})
+    no_softmax_bias: bool = field(
+        default=False, metadata={"help": "no per-word output bias (the adaptive rows of Table 1a have none)"}
+    )
     dropout: float = field(default=0.0, metadata={"help": "locked dropout on the last LSTM layer's output"})
     dropout_hidden: float = field(default=0.0, metadata={"help": "locked dropout between LSTM layers"})
     dropout_input: float = field(default=0.0, metadata={"help": "locked dropout on the embeddings (LSTM input)"})
@@ -73,7 +77,9 @@ class LSTMLMConfig(DefineConfig):
                   "move every gate by one vector; under AWD-LSTM's SGD no embedding measured trained "
                   "worse with it and the authors' unit far better (docs/stability.md). Outputs unchanged"},
     )
-    define_map_dim: int = field(default=256, metadata={"help": "n: width of the map (and of the last LSTM layer and the tied softmax)"})
+    define_map_dim: int = field(
+        default=256, metadata={"help": "n: width of the map (and of the last LSTM layer and the tied softmax)"}
+    )
     define_transform: DEFINE_TRANSFORM_CHOICES = field(
         default="none",
         metadata={"help": "none (the map alone: Table 1a R1/R2, n = m) or a DeFINE transform "
@@ -105,7 +111,9 @@ class LSTMLanguageModel(DefineLanguageModel):
         if len(widths) > 1:
             raise NotExportable(
                 f"its LSTM layers are {'/'.join(str(l.hidden_size) for l in dec.layers)} wide, but fairseq's lstm_lm "
-                "has one width for every layer (exact only with --lstm-hidden-dim equal to --define-map-dim, or one layer)")
+                "has one width for every layer (exact only with --lstm-hidden-dim equal to --define-map-dim, or one "
+                "layer)"
+            )
         n = widths.pop()
         asm = dec.adaptive_softmax
         adaptive = asm.n_clusters > 0
@@ -129,7 +137,9 @@ class LSTMLanguageModel(DefineLanguageModel):
                 weights[f"decoder.adaptive_softmax.tail.{i}.2.weight"] = emb.detach().clone()
         else:  # fairseq's fc_out: the n-dim map table, with the per-word bias
             weights["decoder.fc_out.weight"] = table.detach().clone()
-            weights["decoder.fc_out.bias"] = (asm.bias if asm.bias is not None else torch.zeros(table.size(0))).detach().clone()
+            weights["decoder.fc_out.bias"] = (
+                (asm.bias if asm.bias is not None else torch.zeros(table.size(0))).detach().clone()
+            )
         m = weights["decoder.embed_tokens.weight"].size(1)
         cutoff = ",".join(str(c) for c in asm.cutoff[:-1]) if adaptive else None
         ns = stock_namespace(
@@ -140,7 +150,12 @@ class LSTMLanguageModel(DefineLanguageModel):
             dropout=0.0, residuals=False, decoder_embed_path=None, share_decoder_input_output_embed=False,
             adaptive_softmax_cutoff=cutoff,
         )
-        return ns, "language_modeling", weights, ["decoder.embed_tokens.", "decoder.layers.", "decoder.adaptive_softmax."]
+        return (
+            ns,
+            "language_modeling",
+            weights,
+            ["decoder.embed_tokens.", "decoder.layers.", "decoder.adaptive_softmax."],
+        )
 
 
 def _centred(cfg, layer: int) -> bool:
@@ -219,27 +234,42 @@ ARCHITECTURES = {
     # a standard table with an output bias
     "define_lstm_wt103_r1_standard": (
         f"{_T1A}: R1 Standard, n=256",
-        dict(LSTM_WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256)),
+        dict(LSTM_WT103, adaptive_cutoff="", no_softmax_bias=False, define_map_dim=256),
+    ),
     "define_lstm_wt103_r2_adaptive": (f"{_T1A}: R2 Adaptive, n=256", dict(LSTM_WT103, define_map_dim=256)),
     "define_lstm_wt103_r3_define_n256": (
-        f"{_T1A}: R3 Adaptive + DeFINE, N=3, n=256", wt103_unit("define", 3, 256, 1024)),
+        f"{_T1A}: R3 Adaptive + DeFINE, N=3, n=256",
+        wt103_unit("define", 3, 256, 1024),
+    ),
     "define_lstm_wt103_r4_define_n384": (
-        f"{_T1A}: R4 Adaptive + DeFINE, N=7, n=384", wt103_unit("define", 7, 384, 1024)),
+        f"{_T1A}: R4 Adaptive + DeFINE, N=7, n=384",
+        wt103_unit("define", 7, 384, 1024),
+    ),
     "define_lstm_wt103_r5_define_n512": (
-        f"{_T1A}: R5 Adaptive + DeFINE, N=11, n=512", wt103_unit("define", 11, 512, 1024)),
+        f"{_T1A}: R5 Adaptive + DeFINE, N=11, n=512",
+        wt103_unit("define", 11, 512, 1024),
+    ),
     # R2 and R3 at CPU scale on WikiText-2 (studies/lm_adaptive_define.py): the unit's width
     # k keeps it within 6% of the R2 model's parameters (R3: N=3, +1.3%)
-    "define_lstm_wt2_r2_adaptive": (f"{_T1A_WT2}: R2 Adaptive, n=256", dict(LSTM_WT103, define_map_dim=256, **WT2_SCALE)),
+    "define_lstm_wt2_r2_adaptive": (
+        f"{_T1A_WT2}: R2 Adaptive, n=256",
+        dict(LSTM_WT103, define_map_dim=256, **WT2_SCALE),
+    ),
     "define_lstm_wt2_r3_define_n256": (
-        f"{_T1A_WT2}: R3 Adaptive + DeFINE, N=3, n=256, k=384", wt103_unit("define", 3, 256, 384, **WT2_SCALE)),
+        f"{_T1A_WT2}: R3 Adaptive + DeFINE, N=3, n=256, k=384",
+        wt103_unit("define", 3, 256, 384, **WT2_SCALE),
+    ),
     "define_lstm_wt103_t6_linear": (f"{_T6}: Linear", wt103_unit("linear", 7, 384, 1024, **PAPER_STYLE)),
-    "define_lstm_wt103_t6_glt": (
-        f"{_T6}: GLT", wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),
+    "define_lstm_wt103_t6_glt": (f"{_T6}: GLT", wt103_unit("glt", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),
     "define_lstm_wt103_t6_glt_shuffle": (
-        f"{_T6}: GLT + Shuffle", wt103_unit("glt_shuffle", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE)),
+        f"{_T6}: GLT + Shuffle",
+        wt103_unit("glt_shuffle", 7, 384, 1024, define_max_groups=4, **PAPER_STYLE),
+    ),
     "define_lstm_wt103_t6_hgt": (f"{_T6}: HGT", wt103_unit("hgt", 7, 384, 1024, **PAPER_STYLE)),
     "define_lstm_wt103_t6_define_nomix": (
-        f"{_T6}: DeFINE (w/o mixer)", wt103_unit("define_nomix", 7, 384, 1024, **PAPER_STYLE)),
+        f"{_T6}: DeFINE (w/o mixer)",
+        wt103_unit("define_nomix", 7, 384, 1024, **PAPER_STYLE),
+    ),
     "define_lstm_wt103_t6_define": (f"{_T6}: DeFINE", wt103_unit("define", 7, 384, 1024)),
     "define_lstm_wt103_t7_n3_k1024": (f"{_T7}: N=3, n=m=256, k=1024", wt103_unit("define", 3, 256, 1024)),
     "define_lstm_wt103_t7_n3_k1536": (f"{_T7}: N=3, n=m=256, k=1536", wt103_unit("define", 3, 256, 1536)),
@@ -252,26 +282,57 @@ ARCHITECTURES = {
     "define_lstm_wt103_t7_n11_k2048": (f"{_T7}: N=11, n=m=512, k=2048", wt103_unit("define", 11, 512, 2048)),
     # residual connections: the Expand widths k/2
     "define_lstm_wt103_t8_residual": (
-        f"{_T8}: 8a DeFINE + residual connections", wt103_unit("define_residual", 7, 384, 1024, **PAPER_STYLE)),
+        f"{_T8}: 8a DeFINE + residual connections",
+        wt103_unit("define_residual", 7, 384, 1024, **PAPER_STYLE),
+    ),
     # without Reduce the LSTM reads e_hat (k dims)
     "define_lstm_wt103_t8_no_reduce": (
-        f"{_T8}: 8b MER - Reduce", wt103_unit("define", 7, 384, 1024, define_no_reduce=True, **PAPER_STYLE)),
+        f"{_T8}: 8b MER - Reduce",
+        wt103_unit("define", 7, 384, 1024, define_no_reduce=True, **PAPER_STYLE),
+    ),
     # a standard 400-dim table, tied
     "define_awd_lstm_ptb": (f"{_T1C}: AWD-LSTM (Merity et al., 2018b)", dict(AWD_PTB, define_map_dim=400)),
     # n=128, k=1024, N=7, m=400; the output tied at n=128
     "define_awd_lstm_ptb_define": (
         f"{_T1C}: AWD-LSTM + DeFINE",
-        dict(AWD_PTB, define_map_dim=128, define_transform="define", define_depth=7, define_expand_dim=1024,
-             define_out_dim=400)),
+        dict(
+            AWD_PTB,
+            define_map_dim=128,
+            define_transform="define",
+            define_depth=7,
+            define_expand_dim=1024,
+            define_out_dim=400,
+        ),
+    ),
     # CPU sizes
     "define_lstm_small": (
         "For the PTB run on a CPU: 2 layers of 512, n=128 -> m=256, AWD dropouts",
-        dict(lstm_layers=2, lstm_hidden_dim=512, adaptive_cutoff="", define_map_dim=128, define_out_dim=256,
-             define_transform="define", define_depth=3, define_expand_dim=512, dropout=0.3, dropout_hidden=0.2,
-             dropout_input=0.3, dropout_embedding=0.05, weight_drop=0.3)),
+        dict(
+            lstm_layers=2,
+            lstm_hidden_dim=512,
+            adaptive_cutoff="",
+            define_map_dim=128,
+            define_out_dim=256,
+            define_transform="define",
+            define_depth=3,
+            define_expand_dim=512,
+            dropout=0.3,
+            dropout_hidden=0.2,
+            dropout_input=0.3,
+            dropout_embedding=0.05,
+            weight_drop=0.3,
+        ),
+    ),
     "define_lstm_tiny": (
         "For tests: 2 layers of 32, n=16",
-        dict(lstm_layers=2, lstm_hidden_dim=32, adaptive_cutoff="", define_map_dim=16, define_depth=3,
-             define_expand_dim=64)),
+        dict(
+            lstm_layers=2,
+            lstm_hidden_dim=32,
+            adaptive_cutoff="",
+            define_map_dim=16,
+            define_depth=3,
+            define_expand_dim=64,
+        ),
+    ),
 }
 register_architectures("define_lstm_lm", ARCHITECTURES)

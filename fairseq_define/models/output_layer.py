@@ -265,14 +265,18 @@ def untied_adaptive_softmax(asm, prefix: str) -> dict:
             return (m.weight.t() if m.transpose else m.weight).detach().clone()
         if isinstance(m, torch.nn.Linear):
             return m.weight.detach().clone()
-        raise NotExportable(f"the adaptive softmax holds a {type(m).__name__}, which fairseq's untied one cannot express")
+        raise NotExportable(
+            f"the adaptive softmax holds a {type(m).__name__}, which fairseq's untied one cannot express"
+        )
 
     out = {}
     if isinstance(asm.head, TiedHeadModule):
         if not isinstance(asm.head.word_proj, TiedLinear):
             raise NotExportable("the adaptive softmax's first band is narrower than its input, which "
                                 "fairseq's untied adaptive softmax cannot express")
-        out[f"{prefix}.head.weight"] = torch.cat([linear_weight(asm.head.word_proj), linear_weight(asm.head.class_proj)])
+        out[f"{prefix}.head.weight"] = torch.cat(
+            [linear_weight(asm.head.word_proj), linear_weight(asm.head.class_proj)]
+        )
     else:
         out[f"{prefix}.head.weight"] = linear_weight(asm.head)
     for i, band in enumerate(asm.tail):

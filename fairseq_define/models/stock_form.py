@@ -97,7 +97,9 @@ def probe_difference(a, b, task, translation: bool) -> float:
     def tokens(dictionary, length):
         return torch.randint(dictionary.nspecial, len(dictionary), (4, length), generator=g)
 
-    src_dict, tgt_dict = (task.source_dictionary, task.target_dictionary) if translation else (None, task.target_dictionary)
+    src_dict, tgt_dict = (
+        (task.source_dictionary, task.target_dictionary) if translation else (None, task.target_dictionary)
+    )
     prev = torch.cat([torch.full((4, 1), tgt_dict.eos()), tokens(tgt_dict, 7)], 1)  # [4, 8]
     if translation:
         src = torch.cat([tokens(src_dict, 9), torch.full((4, 1), src_dict.eos())], 1)  # [4, 10]

@@ -25,13 +25,13 @@ from fairseq.modules import FairseqDropout
 from omegaconf import II
 
 from ..modules.config_bounds import MAX_POSITIONS, check_size
-from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.define.config import (
     DEFINE_TRANSFORM_CHOICES,
     DefineConfig,
     DefineConfigError,
 )
 from ..modules.define.embedding import DefineEmbedding
+from ..modules.lm.adaptive_io import ProjectedAdaptiveSoftmax
 from ..modules.lm.relative_attention import (
     TransformerXLLayer,
     attention_mask,
@@ -39,9 +39,8 @@ from ..modules.lm.relative_attention import (
     relative_positions,
 )
 from .define_lm import DefineLanguageModel, StreamStateDecoder, adaptive_map, define_on_map
-from .stock_form import NotExportable
 from .named_architectures import register_architectures
-
+from .stock_form import NotExportable
 
 Memory = List[torch.Tensor]  # one [B, M, d] tensor per layer
 
@@ -59,14 +58,18 @@ class TransformerXLConfig(DefineConfig):
     dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings, positions, layer outputs"})
     attention_dropout: float = field(default=0.0, metadata={"help": "dropout on attention probabilities"})
     mem_len: int = field(default=150, metadata={"help": "hidden states per layer kept as memory for the next segment"})
-    clamp_len: int = field(default=-1, metadata={"help": "use the same position embedding for distances beyond this (-1: no clamping)"})
+    clamp_len: int = field(
+        default=-1, metadata={"help": "use the same position embedding for distances beyond this (-1: no clamping)"}
+    )
     same_length: bool = field(default=False, metadata={"help": "every query attends to the same number of positions"})
     adaptive_cutoff: Optional[str] = field(
         default=None,
         metadata={"help": "comma-separated band cutoffs of the adaptive input and softmax (e.g. "
                   "20000,40000,200000); none: one band (full softmax)"},
     )
-    div_val: float = field(default=1.0, metadata={"help": "width divisor from one band to the next (1: every band n-dim)"})
+    div_val: float = field(
+        default=1.0, metadata={"help": "width divisor from one band to the next (1: every band n-dim)"}
+    )
     tgt_len: Optional[int] = field(
         default=II("task.tokens_per_sample"),
         metadata={"help": "segment length: the task's --tokens-per-sample in training; "
@@ -75,7 +78,9 @@ class TransformerXLConfig(DefineConfig):
     )
     init_std: float = field(default=0.02, metadata={"help": "std of the normal initialisation of linear layers"})
     # n: the adaptive input's width; DeFINE (if any) reads its d_model-dim projection
-    define_map_dim: int = field(default=410, metadata={"help": "n: width of the adaptive input bands (first band with --div-val)"})
+    define_map_dim: int = field(
+        default=410, metadata={"help": "n: width of the adaptive input bands (first band with --div-val)"}
+    )
     define_transform: DEFINE_TRANSFORM_CHOICES = field(
         default="none",
         metadata={"help": "none (Table 2 standard/projective rows) or a DeFINE transform on the "
@@ -203,7 +208,12 @@ class TransformerXLDecoder(StreamStateDecoder):
 TXL_WT103 = dict(adaptive_cutoff="20000,40000,200000", div_val=1.0)
 TXL_D384 = dict(decoder_embed_dim=384, decoder_ffn_embed_dim=1920)
 TABLE_2_UNIT = dict(define_transform="define", define_expand_dim=4096, define_depth=3)  # Table 2's DeFINE rows
-TABLE_2_MAP_DIMS = (384, 256, 128, 64)  # n of Table 2's rows at d = 384 (also define_transformer_lm's WikiText-103 archs)
+TABLE_2_MAP_DIMS = (
+    384,
+    256,
+    128,
+    64,
+)  # n of Table 2's rows at d = 384 (also define_transformer_lm's WikiText-103 archs)
 
 
 def txl_wt103(n: int, define: bool = False) -> dict:

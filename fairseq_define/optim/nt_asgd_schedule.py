@@ -19,7 +19,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class NTASGDScheduleConfig(FairseqDataclass):
-    nonmono: int = field(default=5, metadata={"help": "start averaging when the validation loss is worse than the best before the last NONMONO validations; 0: at the first validation"})
+    nonmono: int = field(
+        default=5,
+        metadata={
+            "help": "start averaging when the validation loss is worse than the best before the last NONMONO "
+            "validations; 0: at the first validation"
+        },
+    )
     lr: List[float] = II("optimization.lr")
 
 

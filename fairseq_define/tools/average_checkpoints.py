@@ -15,6 +15,7 @@ import re
 import sys
 
 import torch
+
 from fairseq_define_patch.installed import check_state_dict, function_settings_that_differ, stored_model_settings
 
 from ..errors import UserError, cli_error
@@ -107,10 +108,18 @@ def average(paths):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-average-checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
-    parser.add_argument("--output", required=True, help="averaged checkpoint to write (must not exist, unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists (never one of the inputs)")
-    parser.add_argument("--num-epoch-checkpoints", type=positive_int, help="with a directory: the last N checkpointN.pt")
-    parser.add_argument("--num-update-checkpoints", type=positive_int, help="with a directory: the last N checkpoint_E_U.pt")
+    parser.add_argument(
+        "--output", required=True, help="averaged checkpoint to write (must not exist, unless --overwrite)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --output if it exists (never one of the inputs)"
+    )
+    parser.add_argument(
+        "--num-epoch-checkpoints", type=positive_int, help="with a directory: the last N checkpointN.pt"
+    )
+    parser.add_argument(
+        "--num-update-checkpoints", type=positive_int, help="with a directory: the last N checkpoint_E_U.pt"
+    )
     args = parser.parse_args(argv)
     from fairseq.checkpoint_utils import CheckpointLoadError
 

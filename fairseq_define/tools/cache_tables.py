@@ -22,7 +22,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-cache-tables", description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", required=True, help="trained checkpoint")
     parser.add_argument("--output", required=True, help="checkpoint to write (must not exist)")
-    parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    parser.add_argument(
+        "--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)"
+    )
     add_parameter_limit(parser, argv)  # --max-model-parameters: the model budget's limit, as fairseq's tools take it
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -47,7 +49,9 @@ def main(argv=None) -> int:
     table_bytes = cache_define_tables(model)
     mark_cached_tables(state)
     try:
-        save_for_inference(state, model, args.output, "its DeFINE units are cached tables (fairseq-define-cache-tables)")
+        save_for_inference(
+            state, model, args.output, "its DeFINE units are cached tables (fairseq-define-cache-tables)"
+        )
     except UserError as e:
         return cli_error(prog, e)
     logger.info(

@@ -40,26 +40,47 @@ def nothing_to_compress(model, path, codebooks, codes) -> str:
     name, m = max(tables, key=lambda t: t[1].weight.numel())
     size = m.weight.numel() * m.weight.element_size()
     coded = coded_bytes(m.num_embeddings, m.embedding_dim, codebooks, codes, m.weight.element_size())
-    return (f"--codebooks {codebooks} x --codes {codes} would not make the lookup tables of {path} smaller (the "
-            f"largest, {name} [{m.num_embeddings}, {m.embedding_dim}], is {size / 2**20:.3f} MB, and {coded / 2**20:.3f} "
-            f"MB as codes): lower --codebooks or --codes")
+    return (
+        f"--codebooks {codebooks} x --codes {codes} would not make the lookup tables of {path} smaller (the "
+        f"largest, {name} [{m.num_embeddings}, {m.embedding_dim}], is {size / 2**20:.3f} MB, and {coded / 2**20:.3f} "
+        f"MB as codes): lower --codebooks or --codes"
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-compress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", required=True, help="trained checkpoint")
     parser.add_argument("--output", required=True, help="checkpoint to write (must not exist)")
-    parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
-    parser.add_argument("--codebooks", type=int, default=32, help=f"M: codebooks (codes per row), 1..{MAX_CODEBOOKS}; default 32")
+    parser.add_argument(
+        "--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)"
+    )
+    parser.add_argument(
+        "--codebooks", type=int, default=32, help=f"M: codebooks (codes per row), 1..{MAX_CODEBOOKS}; default 32"
+    )
     parser.add_argument("--codes", type=int, default=16, help="K: codes per codebook, 2..256; default 16")
-    parser.add_argument("--init", choices=["random", "autoencoder"], default="random",
-                        help="where the codes start: random, or Shu & Nakayama's Gumbel-softmax autoencoder; default random "
-                             "(refined, it reaches a lower error: docs/inference.md, Compression)")
-    parser.add_argument("--steps", type=int, default=2000, help="autoencoder training steps per table (batches of 128 rows) with --init autoencoder; default 2000")
-    parser.add_argument("--refine-rounds", type=int, default=20,
-                        help="rounds of least-squares codebooks + one ICM pass over the codes (stops early when a round "
-                             "gains < 0.1%%); 0 keeps the start's codes; default 20")
-    parser.add_argument("--cache-define", action="store_true", help="cache the DeFINE units into tables first, and compress those too")
+    parser.add_argument(
+        "--init",
+        choices=["random", "autoencoder"],
+        default="random",
+        help="where the codes start: random, or Shu & Nakayama's Gumbel-softmax autoencoder; default random "
+        "(refined, it reaches a lower error: docs/inference.md, Compression)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=2000,
+        help="autoencoder training steps per table (batches of 128 rows) with --init autoencoder; default 2000",
+    )
+    parser.add_argument(
+        "--refine-rounds",
+        type=int,
+        default=20,
+        help="rounds of least-squares codebooks + one ICM pass over the codes (stops early when a round "
+        "gains < 0.1%%); 0 keeps the start's codes; default 20",
+    )
+    parser.add_argument(
+        "--cache-define", action="store_true", help="cache the DeFINE units into tables first, and compress those too"
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed of the code learning")
     add_parameter_limit(parser, argv)  # --max-model-parameters: the model budget's limit, as fairseq's tools take it
     args = parser.parse_args(argv)
@@ -68,17 +89,24 @@ def main(argv=None) -> int:
 
     import fairseq_define  # noqa: F401
     from fairseq_define.errors import UserError, cli_error
-    from fairseq_define.modules import DefineEmbedding, cache_define_tables
     from fairseq_define.models.inference_tables import InferenceTablesMixin
+    from fairseq_define.modules import DefineEmbedding, cache_define_tables
     from fairseq_define.modules.compression.compositional_codes import CompositionalEmbedding, compress_embeddings
 
     from .inference_checkpoint import load_model_for_rewrite, mark_cached_tables, save_for_inference
 
     try:
-        if not 2 <= args.codes <= 256 or not 1 <= args.codebooks <= MAX_CODEBOOKS or args.steps < 0 or args.refine_rounds < 0:
-            raise UserError(f"--codes must be in 2..256, --codebooks in 1..{MAX_CODEBOOKS}, --steps and --refine-rounds "
-                            f"at least 0 (got --codes {args.codes} --codebooks {args.codebooks} --steps {args.steps} "
-                            f"--refine-rounds {args.refine_rounds})")
+        if (
+            not 2 <= args.codes <= 256
+            or not 1 <= args.codebooks <= MAX_CODEBOOKS
+            or args.steps < 0
+            or args.refine_rounds < 0
+        ):
+            raise UserError(
+                f"--codes must be in 2..256, --codebooks in 1..{MAX_CODEBOOKS}, --steps and --refine-rounds "
+                f"at least 0 (got --codes {args.codes} --codebooks {args.codebooks} --steps {args.steps} "
+                f"--refine-rounds {args.refine_rounds})"
+            )
         state, model = load_model_for_rewrite(args.path, args.output, args.data)
         if not isinstance(model, InferenceTablesMixin):
             # only our models rebuild the codes when a checkpoint is loaded

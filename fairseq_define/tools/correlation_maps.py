@@ -53,7 +53,9 @@ def token_embedding(model):
     raise UserError(f"{type(model).__name__} has no encoder or decoder embed_tokens to draw correlation maps of")
 
 
-def correlation_maps(embed, vocab_size: int, max_tokens: Optional[int] = None, chunk: int = 2048) -> List[CorrelationMap]:
+def correlation_maps(
+    embed, vocab_size: int, max_tokens: Optional[int] = None, chunk: int = 2048
+) -> List[CorrelationMap]:
     """The correlation maps of appendix B: for E the embeddings of vocabulary indices
     0..V-1 (eval mode, no gradients), M = E^T E normalised to correlations, for (a) the map's
     output e_i (n x n; for an adaptive map its projected/concatenated output per token),

@@ -36,6 +36,7 @@ from argparse import Namespace
 
 import torch
 from fairseq import checkpoint_utils
+
 from fairseq_define_patch.installed import add_parameter_limit
 
 from ..errors import UserError, cli_error
@@ -128,7 +129,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-define-export", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="trained fairseq-define checkpoint (live DeFINE units or cached tables)")
     parser.add_argument("output", help="the stock fairseq checkpoint to write (must not exist)")
-    parser.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    parser.add_argument(
+        "--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)"
+    )
     parser.add_argument("--ct2", metavar="DIR", help="also convert the export to a CTranslate2 model in DIR "
                         "(translation models; needs ctranslate2: pip install 'fairseq-define[deploy]')")
     parser.add_argument("--ct2-quantization", metavar="TYPE", help="CTranslate2 weight type, e.g. int8 or float16 "
@@ -141,7 +144,9 @@ def main(argv=None) -> int:
             raise UserError("--ct2-quantization is the CTranslate2 model's weight type: give --ct2 DIR too, or drop it")
         if args.ct2:
             if os.path.lexists(args.ct2):
-                raise UserError(f"{args.ct2} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)")
+                raise UserError(
+                    f"{args.ct2} exists; choose a new folder for the CTranslate2 model (nothing is overwritten)"
+                )
             import ctranslate2  # noqa: F401  (before the export: refuse early)
             from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 

@@ -22,9 +22,9 @@ from typing import List, Optional, Sequence
 
 import torch
 import torch.nn as nn
+from fairseq.models import ARCH_MODEL_REGISTRY
 
 import fairseq_define  # noqa: F401  (registers the architectures)
-from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ..errors import UserError, cli_error
 from ..models.lstm_lm import LSTM_WT103
@@ -34,8 +34,8 @@ from ..modules.define.config import DefineConfigError
 from ..modules.define.embedding import UNIT_TYPES
 from ..modules.define.schedule import build_schedule, default_max_groups
 from ..modules.define.unit import DefineUnit
-from ..param_report import format_distribution, parameter_distribution
 from ..paper_tables import TABLE3_VOCAB, TABLE_1A, TABLE_1C, TABLE_2, TABLE_3, TABLE_6, TABLE_7, TABLE_8, params_split
+from ..param_report import format_distribution, parameter_distribution
 
 logger = logging.getLogger("fairseq_define.params")
 
@@ -202,7 +202,10 @@ def _columns_reproduced(rows) -> str:
     """Which of the context-model and input-output columns equal the paper's (2 decimals) in
     every row of ``rows``: (ours, paper) pairs of each."""
     same = [name for name, pairs in rows.items() if all(p is None or round(o, 2) == p for o, p in pairs)]
-    return f"The {' and '.join(same) or 'no'} column{'s' if len(same) != 1 else ''} reproduce{'' if len(same) != 1 else 's'} the paper"
+    return (
+        f"The {' and '.join(same) or 'no'} column{'s' if len(same) != 1 else ''} "
+        f"reproduce{'' if len(same) != 1 else 's'} the paper"
+    )
 
 
 def table_2() -> None:
@@ -228,7 +231,11 @@ def table_2() -> None:
         for unit in define_units(model):
             print(f"DeFINE unit (every DeFINE row; it reads the 384-dim projection), {style} style: "
                   f"{unit.schedule.describe()}")
-    N, k, m = define_row.settings["define_depth"], define_row.settings["define_expand_dim"], TXL_D384["decoder_embed_dim"]
+    N, k, m = (
+        define_row.settings["define_depth"],
+        define_row.settings["define_expand_dim"],
+        TXL_D384["decoder_embed_dim"],
+    )
     paper, reduce = define_row.paper["define"], (k + m) * m / 1e6  # Reduce [k; m] -> m, weights alone
     print(
         f"{_columns_reproduced(columns)}. The paper's {paper:.2f}M DeFINE unit (N={N}, k={k}, m={m}) cannot be "
@@ -244,7 +251,9 @@ def _lstm_rows(table) -> list:
 
 
 TABLE1A_ROWS = _lstm_rows(TABLE_1A)
-LSTM_TABLES = {t.id: (t.title, TABLE1A_ROWS if t is TABLE_1A else _lstm_rows(t)) for t in (TABLE_1A, TABLE_6, TABLE_7, TABLE_8)}
+LSTM_TABLES = {
+    t.id: (t.title, TABLE1A_ROWS if t is TABLE_1A else _lstm_rows(t)) for t in (TABLE_1A, TABLE_6, TABLE_7, TABLE_8)
+}
 
 
 def _ours_paper(ours: float, paper: Optional[float]) -> str:
@@ -265,9 +274,12 @@ def lstm_table(key: str, vocab: int = WT103_VOCAB) -> None:
     for name, arch, p_define, p_context, p_io, p_total in rows:
         models = build_styles(arch, vocab)
         c = {k: v / 1e6 for k, v in parameter_distribution(models["paper"]).items()}
-        print(f"{name:<24} {_ours_paper(c['define'], p_define):>18} {_or_dash(_millions(models['authors'], 'define')):>8} "
-              f"{_ours_paper(c['context'], p_context):>15} {_ours_paper(c['input_output'], p_io):>15} "
-              f"{_ours_paper(c['total'], p_total):>17} {_or_dash(_millions(models['authors'], 'total')):>8}")
+        print(
+            f"{name:<24} {_ours_paper(c['define'], p_define):>18} "
+            f"{_or_dash(_millions(models['authors'], 'define')):>8} "
+            f"{_ours_paper(c['context'], p_context):>15} {_ours_paper(c['input_output'], p_io):>15} "
+            f"{_ours_paper(c['total'], p_total):>17} {_or_dash(_millions(models['authors'], 'total')):>8}"
+        )
         columns["context-model"].append((c["context"], p_context))
         columns["input-output"].append((c["input_output"], p_io))
         for style, model in models.items():
@@ -341,8 +353,14 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("--arch", help="a registered fairseq architecture")
     parser.add_argument("--vocab-size", type=int, default=32000, help="(source) vocabulary size, specials included")
-    parser.add_argument("--tgt-vocab-size", type=int, default=None, help="target vocabulary size (default: joined with the source)")
-    parser.add_argument("--baseline", metavar="ARCH", help="also build ARCH (e.g. transformer) with the same layer sizes and print the ratio")
+    parser.add_argument(
+        "--tgt-vocab-size", type=int, default=None, help="target vocabulary size (default: joined with the source)"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="ARCH",
+        help="also build ARCH (e.g. transformer) with the same layer sizes and print the ratio",
+    )
     parser.add_argument("--paper-table", choices=["1a", "1c", "2", "3", "6", "6a", "7", "8"],
                         help="print a table of the paper (1a, 1c, 6, 7, 8: LSTM language models; "
                         "2: Transformer-XL; 3: NMT; 6a: Table 6's layer stacks alone)")
@@ -360,8 +378,11 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
         ignored = [f for f, v in (("--arch", args.arch), ("--baseline", args.baseline),
                                   ("--tgt-vocab-size", args.tgt_vocab_size)) if v] + list(extra)
         if ignored:
-            return cli_error(parser.prog, f"--paper-table {args.paper_table} prints the paper's fixed settings and "
-                                          f"ignores {' '.join(ignored)}: drop them, or run --arch without --paper-table")
+            return cli_error(
+                parser.prog,
+                f"--paper-table {args.paper_table} prints the paper's fixed settings and "
+                f"ignores {' '.join(ignored)}: drop them, or run --arch without --paper-table",
+            )
     try:
         if args.paper_table == "2":
             table_2()

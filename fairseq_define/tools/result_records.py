@@ -21,6 +21,7 @@ def load_model(path: str, data: Optional[str] = None):
     """A trained checkpoint's model, loaded with fairseq's checkpoint_utils (our
     architectures registered), on the CPU."""
     import fairseq_define  # noqa: F401  (registers the architectures)
+
     from .inference_checkpoint import load_model as load_checkpoint_model
 
     if not os.path.isfile(path):
@@ -69,7 +70,9 @@ def build_result(table_id: str, row_id: str, run_dir: str, mode: str = "small", 
         values[name] = value
     unknown = [n for n in values if n not in table.metrics]
     if unknown:
-        logger.warning("table %s shows only %s; also recorded: %s", table.id, ", ".join(table.metrics), ", ".join(unknown))
+        logger.warning(
+            "table %s shows only %s; also recorded: %s", table.id, ", ".join(table.metrics), ", ".join(unknown)
+        )
     log = os.path.join(run_dir, TRAIN_LOG)
     lines = read_lines(log) if os.path.isfile(log) else []
     params = parse_params(lines)

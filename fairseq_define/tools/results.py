@@ -149,8 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "the DeFINE unit, and the final embedding e_o, over the vocabulary.")
     p.add_argument("--path", required=True, help="trained checkpoint")
     p.add_argument("--output", required=True, help="figure file (.png, .pdf, .svg)")
-    p.add_argument("--max-tokens-vocab", type=int, metavar="V", help="use the first V vocabulary entries (default: all)")
-    p.add_argument("--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)")
+    p.add_argument(
+        "--max-tokens-vocab", type=int, metavar="V", help="use the first V vocabulary entries (default: all)"
+    )
+    p.add_argument(
+        "--data", help="data directory with the dictionaries (default: the one the checkpoint was trained on)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (default: refuse)")
     p.set_defaults(func=cmd_correlations)
     return parser

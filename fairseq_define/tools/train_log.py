@@ -28,7 +28,9 @@ def read_lines(path: str) -> List[str]:
     except FileNotFoundError:
         raise UserError(f"no such training log: {path}; give the file fairseq-train's output went to") from None
     except IsADirectoryError:
-        raise UserError(f"{path} is a directory; give the training log file (e.g. {os.path.join(path, TRAIN_LOG)})") from None
+        raise UserError(
+            f"{path} is a directory; give the training log file (e.g. {os.path.join(path, TRAIN_LOG)})"
+        ) from None
 
 
 def parse_params(lines: Sequence[str]) -> Optional[Dict[str, float]]:

@@ -116,7 +116,11 @@ def _restricted_pickle_module(budget):
     """A ``pickle_module`` for torch.load whose unpickler resolves only the globals that
     fairseq.checkpoint_utils.resolve_checkpoint_global calls safe or plain data: torch's
     constructors bounded by ``budget`` (bounded_constructors), numpy by the stand-ins above."""
-    from fairseq.checkpoint_utils import bounded_constructors, checkpoint_safe_globals_by_name, resolve_checkpoint_global
+    from fairseq.checkpoint_utils import (
+        bounded_constructors,
+        checkpoint_safe_globals_by_name,
+        resolve_checkpoint_global,
+    )
 
     bounded = bounded_constructors(checkpoint_safe_globals_by_name(), budget)
 
@@ -162,7 +166,11 @@ def to_plain(obj, memo=None):
             out = torch.from_numpy(obj.array)
         except TypeError:  # text and other types torch has no tensor for: a (nested) list
             out = obj.array.tolist()
-    elif any(obj is v for v in _NUMPY_STAND_INS.values()) or isinstance(obj, type) and "_fairseq_define_guards" in vars(obj):
+    elif (
+        any(obj is v for v in _NUMPY_STAND_INS.values())
+        or isinstance(obj, type)
+        and "_fairseq_define_guards" in vars(obj)
+    ):
         raise NotPlainData(f"a bare {obj.__name__} object")
     elif isinstance(obj, frozenset):
         out = set(to_plain(v, memo) for v in obj)
@@ -235,7 +243,9 @@ def main(argv=None) -> int:
     except CheckpointLoadError as e:
         return cli_error(prog, f"{e}; {refused}")
     except (RecursionError, MemoryError) as e:
-        return cli_error(prog, f"{args.source} is nested too deeply or too large to convert ({type(e).__name__}); {refused}")
+        return cli_error(
+            prog, f"{args.source} is nested too deeply or too large to convert ({type(e).__name__}); {refused}"
+        )
     except Exception as e:  # noqa: BLE001  the restricted unpickler runs no code: bad bytes
         return cli_error(prog, f"cannot convert {args.source}: {type(e).__name__}: {str(e)[:300]}; {refused}")
     os.makedirs(os.path.dirname(os.path.abspath(args.dest)), exist_ok=True)

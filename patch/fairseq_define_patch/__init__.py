@@ -61,7 +61,13 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import compat, fairseq_bugs, hardening
 from .edits import (
-    RUNTIME_PACKAGE, SHIPPED_FOLDER, CopiedModule, Edit, FairseqPatchError, FilePatch, one_patch_per_file,
+    RUNTIME_PACKAGE,
+    SHIPPED_FOLDER,
+    CopiedModule,
+    Edit,
+    FairseqPatchError,
+    FilePatch,
+    one_patch_per_file,
 )
 from .hashes import SHA256
 

@@ -17,7 +17,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/encoder_fastpath.py": (
         None,
-        "03dd5873b23c4aa633b55b9444336ba1ee116f818e6cd45259cd65d531757ea0",
+        "fbd7de4dfc4726b02ec7584a7be61d00a605b3a8aa180ccf4e55491c85e66ad4",
     ),
     "fairseq/_define_runtime/bf16_devices.py": (
         None,
@@ -33,7 +33,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_allow_list.py": (
         None,
-        "30aebd5a2ba7884ad1b3c83342ff8e27378f797be47974e7c40b502bdd95bb92",
+        "d1f0347715db325fcb7fcd6d3a05f19ec4c92c7e84ff64bcd6fa49685128c278",
     ),
     "fairseq/_define_runtime/checkpoint_inspection.py": (
         None,
@@ -41,23 +41,23 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/checkpoint_loading.py": (
         None,
-        "746f6fb08b0966243b0301864ec12aaa296b0a1f26befe90baba80d4d8f346b0",
+        "b4e0f4d315ec356b2f769a5d31f71990ef760b925b5a7781129b7d1bec3c3614",
     ),
     "fairseq/_define_runtime/checkpoint_misfit.py": (
         None,
-        "4be164f9e17294069193818c9077adaf4de43fb4146cb5af89701ccd4bc11871",
+        "9fa653613a89b3b3169167864c777f44d47a3af21b8a4d01bcabe23ecbe416cf",
     ),
     "fairseq/_define_runtime/checkpoint_fit.py": (
         None,
-        "da2ffdf956d2594ddd58029dce9b6e083f04e2cdd78daec7ea359bd464db867d",
+        "e062957bb046b85cae1e3a7567bd01a68411de3df4d6697da42c8b6b5191a4eb",
     ),
     "fairseq/_define_runtime/checkpoint_weights.py": (
         None,
-        "1801a287a321b478ceef514787e5972180c457f0f653d3e5a66f81847a6be61f",
+        "bda76f7dfec25e252830082cb8669a0cf12d4a463a253751e11afae3411f433d",
     ),
     "fairseq/_define_runtime/checkpoint_writes.py": (
         None,
-        "0edd1ebeb9f22b68ddc0b4c1bbef839163d77090283664e527fd489fe97be123",
+        "f2465dcf9df01b6f7148220e30cefbb8d674886c125d704f67da33416d19f3c0",
     ),
     "fairseq/_define_runtime/config_literals.py": (
         None,
@@ -65,15 +65,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "898ff968f2a02e7d6aa4f15a5d45ac76b571a27e155658fe8e05082c91ac2189",
+        "2547f3536dd4828a3508a7984d79bb00d84b0976017f598e9071f248b57ec08b",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,
-        "7051e8fad4261bf6e434696e74a66ad1db17c53afa31663ef64aa236b5128465",
+        "a0397ca95e46fec8f612bd2249f981f1deda9669975ec57a60eb98aa349c7046",
     ),
     "fairseq/_define_runtime/training_settings.py": (
         None,
-        "f3bf1377aed306af3c721d8cbc55e7f8d67aaee12627e37edc0fe76c14d718be",
+        "45e0ac288e8ff5aa6ffa479b1d943a53b5516a7aabe4851f81693a26325ef27d",
     ),
     "fairseq/_define_runtime/training_divergence.py": (
         None,
@@ -89,11 +89,11 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/dataset_files.py": (
         None,
-        "9b68654cc661b0f9c70926e8f5b67cad885e083ec459aa469656f6c0d1828b9e",
+        "eacb4d2cbe1e08b0d699466e670744b73b9183105a27cfcf1455766b38407175",
     ),
     "fairseq/_define_runtime/generation_inputs.py": (
         None,
-        "af4fc49f4e717494ff555af9b7080cdcd64979ca10a495fdf3ad15d4a0c238d0",
+        "2754ece257b6e744fbac9a95d25d23a6469ca8ba3d6d963fc7e58e82ca63a223",
     ),
     "fairseq/_define_runtime/generation_processes.py": (
         None,
@@ -101,7 +101,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/hub_archives.py": (
         None,
-        "9148d97b7a679dc8c7999369723fc186ad6b7298a064813a085a2119d8d35946",
+        "0e1e2c1b5d93558e9bd38f5e0df78dfb79707cbffefe16777b7555c1efa14853",
     ),
     "fairseq/_define_runtime/inference_precision.py": (
         None,
@@ -109,7 +109,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/layer_pruning.py": (
         None,
-        "78f7b81581fe148a1a711e8bf6751a1a6a1764688dc4d94caf138dfabe8c22b6",
+        "56e4b2c57723bc9a929a72669c40e94cbe11942ff118ababe51e1b16b9822cd7",
     ),
     "fairseq/_define_runtime/size_bounds.py": (
         None,
@@ -117,7 +117,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_budget.py": (
         None,
-        "e150b81375529054479fb3beddb09ae78d5bc75b93f38f23da5dec1b1fb3726e",
+        "6d6bf014ec5eb93288eebdd475912f5834349dfea520d7381d08fab926b5601f",
     ),
     "fairseq/_define_runtime/model_shapes.py": (
         None,
@@ -125,15 +125,15 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/batch_sizes.py": (
         None,
-        "dc8eeee63b93d48fa117a10ef74ccc9a3ba24099aeb5dd8980a26784d5d18436",
+        "fd5c4b2bcbf980ae1181bb52297d9bf118ab66ea3ee9bc9fb12e75a321ba47b6",
     ),
     "fairseq/_define_runtime/dictionary_files.py": (
         None,
-        "1945bb32704c0b54cb44be6b23fe6142cd11a6c8e5331beeb44482f8ded712fb",
+        "6b59527e30cabe3a5c29fe66e86f904c76ed8d2f11b98571d82863f155353036",
     ),
     "fairseq/_define_runtime/output_links.py": (
         None,
-        "380b9430cd1adeec57370ac8e807cbda37007d6d2b1b083d16964d4b44b686a4",
+        "f92b97e6dd594435898ab234433b571fdc059ce7282136b8d225579b9f0e1e07",
     ),
     "fairseq/_define_runtime/eval_lm_settings.py": (
         None,

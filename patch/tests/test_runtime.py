@@ -1,20 +1,24 @@
 """The patch's runtime modules (fairseq_define_patch/runtime/), imported directly: the code
 that --apply copies into fairseq as fairseq/_define_runtime/, tested where it is written.
 The stock command-line tools run in test_stock_cli.py; the plugin's suite runs them with its
-models too (its test_hostile_files.py, test_bad_input.py, test_mistakes.py, ...)."""
+models too (its test_hostile_*.py, test_bad_input.py, test_mistakes.py, ...)."""
 
 import argparse
 import io
-import pickle
 from argparse import Namespace
 
+import fairseq
 import numpy as np
 import pytest
 import torch
 
-import fairseq
 from fairseq_define_patch.runtime import (
-    checkpoint_fit, checkpoint_loading, checkpoint_misfit, checkpoint_weights, config_literals, hub_archives,
+    checkpoint_fit,
+    checkpoint_loading,
+    checkpoint_misfit,
+    checkpoint_weights,
+    config_literals,
+    hub_archives,
     model_budget,
 )
 
@@ -289,10 +293,15 @@ def test_only_settings_that_change_the_function_are_compared():
             "new_option": 1}
     assert checkpoint_fit.function_settings_that_differ(saved, here) == [("define_output_layer", "untied", "tied_map")]
     state = {"model": {}, "cfg": {"model": saved}}
-    with pytest.raises(checkpoint_fit.CheckpointFormError, match="--define-output-layer untied in the checkpoint, tied_map here"):
+    with pytest.raises(
+        checkpoint_fit.CheckpointFormError, match="--define-output-layer untied in the checkpoint, tied_map here"
+    ):
         checkpoint_fit.check_checkpoint_form("c.pt", state, here)
     checkpoint_fit.check_checkpoint_form("c.pt", state, {**saved, "dropout": 0.5})  # dropout is no other model
-    with pytest.raises(checkpoint_fit.CheckpointFormError, match=r"--model-overrides define_output_layer='tied_map' \(trained with 'untied'\)"):
+    with pytest.raises(
+        checkpoint_fit.CheckpointFormError,
+        match=r"--model-overrides define_output_layer='tied_map' \(trained with 'untied'\)",
+    ):
         checkpoint_fit.check_overrides_fit(state, {"define_output_layer": "tied_map", "dropout": 0.0}, "c.pt")
     checkpoint_fit.check_overrides_fit(state, {"dropout": 0.0, "beam": 5, "define_output_layer": "untied"}, "c.pt")
 

@@ -105,7 +105,9 @@ class CodeLearner(nn.Module):
         super().__init__()
         self.M, self.K = n_codebooks, n_codes
         hidden = max(n_codebooks * n_codes // 2, 1)
-        self.encoder = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, n_codebooks * n_codes), nn.Softplus())
+        self.encoder = nn.Sequential(
+            nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, n_codebooks * n_codes), nn.Softplus()
+        )
         self.codebooks = nn.Parameter(torch.randn(n_codebooks, n_codes, dim) * dim**-0.5)
 
     def log_alpha(self, e):
@@ -298,8 +300,15 @@ def compress_embeddings(model: nn.Module, n_codebooks: int = 32, n_codes: int = 
         table = table.to(emb.weight.device)
         _retie(model, emb.weight, table)
         _replace_module(model, emb, table)
-        reports.append(dict(name=name, shape=tuple(emb.weight.shape), before=emb.weight.numel() * emb.weight.element_size(),
-                            after=table.storage_bytes(), error=error))
+        reports.append(
+            dict(
+                name=name,
+                shape=tuple(emb.weight.shape),
+                before=emb.weight.numel() * emb.weight.element_size(),
+                after=table.storage_bytes(),
+                error=error,
+            )
+        )
         logger.info("%s [%d, %d]: relative reconstruction error %.4f", name, *emb.weight.shape, error)
     return reports
 

@@ -163,8 +163,11 @@ def check_unit_sizes(n: int, k: int, depth: int, m: int) -> None:
     check_positive("define_expand_dim (k)", "--define-expand-dim", k)
     check_positive("define_depth (N)", "--define-depth", depth)
     check_size("define_depth (N)", "--define-depth", depth, MAX_DEFINE_DEPTH)
-    for name, flag, value in (("define_map_dim (n)", "--define-map-dim", n), ("define_expand_dim (k)", "--define-expand-dim", k),
-                              ("define_out_dim (m)", "--define-out-dim", m)):
+    for name, flag, value in (
+        ("define_map_dim (n)", "--define-map-dim", n),
+        ("define_expand_dim (k)", "--define-expand-dim", k),
+        ("define_out_dim (m)", "--define-out-dim", m),
+    ):
         check_size(name, flag, value, MAX_DEFINE_WIDTH)
 
 

@@ -12,12 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import FairseqDropout
 
+from ..stability.unit_grad_scale import centre_reduce_bias, log_stability
 from .config import DefineConfigError
 from .fused_unit import describe_graphs, describe_path, program_of, unit_forward, unit_layers
-from .graphed_unit import BACKENDS as GRAPH_BACKENDS, GraphedUnit
+from .graphed_unit import BACKENDS as GRAPH_BACKENDS
+from .graphed_unit import GraphedUnit
 from .options import DefineOptions
 from .styles import STYLES, UNIT_TYPES  # noqa: F401  (UNIT_TYPES: read from here by the reports)
-from ..stability.unit_grad_scale import centre_reduce_bias, log_stability
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,9 @@ class DefineEmbedding(nn.Module):
     def weight(self):
         """The n-dim map table (standard map), for output-layer tying."""
         if self.map_kind != "standard":
-            raise AttributeError("a map built by the model (e.g. an adaptive input) has no single table; tie through .map")
+            raise AttributeError(
+                "a map built by the model (e.g. an adaptive input) has no single table; tie through .map"
+            )
         return self.map.weight
 
     def map_tokens(self, tokens):

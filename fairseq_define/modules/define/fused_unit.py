@@ -36,7 +36,8 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from ..stability.gradients import centre, scale as scale_gradients
+from ..stability.gradients import centre
+from ..stability.gradients import scale as scale_gradients
 from .activations import ACTIVATIONS
 from .unit_authors import AuthorsDefineUnit
 
@@ -545,7 +546,11 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         sources = [_saved_value(program, saved, name) for name in step.sources] if x is None else None
         gx = None
         if widths[i]:
-            gx = grad_out.new_empty(T, widths[i]) if buffer is None else buffer[offsets[i]: offsets[i] + T * widths[i]].view(T, -1)
+            gx = (
+                grad_out.new_empty(T, widths[i])
+                if buffer is None
+                else buffer[offsets[i] : offsets[i] + T * widths[i]].view(T, -1)
+            )
         # the input's gradient reads gz uncentred, so it comes first. The map's scale: e's
         # gradient is e_scale times what reaches it, and step 0 (which reads e alone) adds the
         # last share, so its matmul applies the factor to the sum
@@ -566,10 +571,14 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
                     gwj = gw[j][rows]  # [w_s/g, out/g]
                     torch.addmm(gwj, _columns(t, g, j).t(), _columns(gc, g, j), beta=0, alpha=alpha, out=gwj)
         elif g == 1:
-            gw = (torch.mm(x.t(), gc) if alpha == 1.0 else torch.addmm(w[0], x.t(), gc, beta=0, alpha=alpha)).unsqueeze(0)
+            gw = (torch.mm(x.t(), gc) if alpha == 1.0 else torch.addmm(w[0], x.t(), gc, beta=0, alpha=alpha)).unsqueeze(
+                0
+            )
         else:
             xt, gg = _group_view(x, g).transpose(1, 2), _group_view(gc, g)  # [g, in/g, T], [g, T, out/g]
-            gw = torch.bmm(xt, gg) if alpha == 1.0 else torch.baddbmm(w, xt, gg, beta=0, alpha=alpha)  # [g, in/g, out/g]
+            gw = (
+                torch.bmm(xt, gg) if alpha == 1.0 else torch.baddbmm(w, xt, gg, beta=0, alpha=alpha)
+            )  # [g, in/g, out/g]
         param_grads[4 * i] = gw
         scaled.append(gw)
         if b is not None:

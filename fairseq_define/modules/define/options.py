@@ -17,8 +17,14 @@ is built (schedule.py, schedule_authors.py; the size bounds of both styles in
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from .config import (DEFAULT_DEFINE_STYLE, DEFAULT_UNIT_GRAD_SCALE, DefineConfig, DefineConfigError,
-                     check_positive, parse_int_list)
+from .config import (
+    DEFAULT_DEFINE_STYLE,
+    DEFAULT_UNIT_GRAD_SCALE,
+    DefineConfig,
+    DefineConfigError,
+    check_positive,
+    parse_int_list,
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,8 @@ class DefineOptions:
         if not scale > 0:
             raise DefineConfigError(
                 f"--define-unit-grad-scale must be positive, got {scale!r}; 1 trains the unit at the "
-                f"optimizer's learning rate; the default, {DEFAULT_UNIT_GRAD_SCALE:g}, is what keeps SGD at lr 30 stable"
+                f"optimizer's learning rate; the default, {DEFAULT_UNIT_GRAD_SCALE:g}, is what keeps SGD at lr 30 "
+                f"stable"
             )
         return cls(
             style=style,

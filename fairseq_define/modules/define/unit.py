@@ -8,9 +8,9 @@ import torch.nn as nn
 from fairseq.modules import FairseqDropout
 
 from .activations import ACTIVATIONS
-from .schedule import DefineSchedule
 from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
+from .schedule import DefineSchedule
 
 
 def split_and_mix(e: torch.Tensor, h: torch.Tensor, groups: int) -> torch.Tensor:

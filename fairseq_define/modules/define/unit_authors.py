@@ -8,11 +8,11 @@ import torch
 import torch.nn as nn
 from fairseq.modules import FairseqDropout
 
-from .schedule_authors import AuthorsSchedule
 from .activations import ACTIVATIONS
-from .unit import split_and_mix
 from .group_layer_norm import GroupLayerNorm
 from .group_linear import GroupLinear
+from .schedule_authors import AuthorsSchedule
+from .unit import split_and_mix
 
 
 class AuthorsLayer(nn.Module):

@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import AdaptiveInput
+
 from fairseq_define_patch.installed import band_cutoffs, band_width
 
 from ...errors import UserError
@@ -26,7 +27,9 @@ def at_least_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
-def check_cutoff(cutoff: Optional[List[int]], vocab_size: int, flag: str, padding_idx: Optional[int] = None) -> List[int]:
+def check_cutoff(
+    cutoff: Optional[List[int]], vocab_size: int, flag: str, padding_idx: Optional[int] = None
+) -> List[int]:
     """Band boundaries, validated against the vocabulary (and, with ``padding_idx``, the
     first band holding the padding symbol: the patch's band_cutoffs); [] means one band."""
     cutoff = list(cutoff or [])

@@ -10,4 +10,6 @@ PATCHES = (
     + libraries.PATCHES
 )
 # the runtime modules (CopiedModule) that the fixes' edits import; none here yet
-COPIES = sum((getattr(m, "COPIES", ()) for m in (python311, python312, hydra13, torch2, torch_warnings, numpy2, libraries)), ())
+COPIES = sum(
+    (getattr(m, "COPIES", ()) for m in (python311, python312, hydra13, torch2, torch_warnings, numpy2, libraries)), ()
+)

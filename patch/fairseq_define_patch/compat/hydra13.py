@@ -76,7 +76,8 @@ PATCHES = (
         (
             Edit(
                 '@hydra.main(config_path=os.path.join("..", "fairseq", "config"), config_name="config")\n',
-                '@hydra.main(config_path=os.path.join("..", "fairseq", "config"), config_name="config", version_base="1.1")\n',
+                '@hydra.main(config_path=os.path.join("..", "fairseq", "config"), config_name="config", '
+                'version_base="1.1")\n',
             ),
         ),
     ),
@@ -87,8 +88,10 @@ PATCHES = (
         (
             insert_after(
                 '    cs.store(name=f"{cfg_name}", node=FairseqConfig)\n',
-                "    import warnings  # (fairseq_define) hydra's notices of fairseq's own choices, no user's to act on\n\n"
-                '    warnings.filterwarnings("ignore", r"\\s*\'[^\']*\' is validated against ConfigStore schema with the same name")\n'
+                "    import warnings  # (fairseq_define) hydra's notices of fairseq's own choices, no user's to act "
+                "on\n\n"
+                '    warnings.filterwarnings("ignore", r"\\s*\'[^\']*\' is validated against ConfigStore schema with '
+                'the same name")\n'
                 '    warnings.filterwarnings("ignore", r\'\\s*version_base="1.1" selects Hydra 1.1 compatibility\')\n',
             ),
         ),

@@ -10,7 +10,8 @@ PATCHES = (
         (
             Edit(
                 "print(sacrebleu.corpus_bleu(fdsys, [fdref]).format())",
-                'print(sacrebleu.corpus_bleu([s.rstrip("\\n") for s in fdsys], [[s.rstrip("\\n") for s in fdref]]).format())',
+                'print(sacrebleu.corpus_bleu([s.rstrip("\\n") for s in fdsys], [[s.rstrip("\\n") for s in '
+                'fdref]]).format())',
             ),
         ),
     ),

@@ -71,9 +71,11 @@ PATCHES = (
             # inline, not a call: TorchScript compiles this forward (fairseq's export tests)
             insert_before(
                 "                return F.multi_head_attention_forward(\n",
-                "                if key_padding_mask is not None and attn_mask is not None and key_padding_mask.dtype == torch.bool \\\n"
+                "                if key_padding_mask is not None and attn_mask is not None and key_padding_mask.dtype "
+                "== torch.bool \\\n"
                 "                        and attn_mask.is_floating_point():  # (fairseq_define) as torch makes it\n"
-                "                    key_padding_mask = torch.zeros_like(key_padding_mask, dtype=attn_mask.dtype).masked_fill_(\n"
+                "                    key_padding_mask = torch.zeros_like(key_padding_mask, "
+                "dtype=attn_mask.dtype).masked_fill_(\n"
                 '                        key_padding_mask, float("-inf"))\n',
             ),
         ),
@@ -93,7 +95,8 @@ PATCHES = (
                 "                            x, encoder_padding_mask.logical_not()\n"
                 "                        )\n",
                 "                        if torch.jit.is_scripting():\n"
-                "                            x = torch._nested_tensor_from_mask(x, encoder_padding_mask.logical_not())\n"
+                "                            x = torch._nested_tensor_from_mask(x, "
+                "encoder_padding_mask.logical_not())\n"
                 "                        else:  # (fairseq_define) no prototype notice: not the user's to act on\n"
                 "                            x = nested_tensor_from_mask(x, encoder_padding_mask.logical_not())\n",
             ),

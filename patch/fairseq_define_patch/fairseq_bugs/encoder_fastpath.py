@@ -25,8 +25,10 @@ _FASTPATH_COPY_EDITS = (
     # inline, not a call: TorchScript compiles this forward (fairseq's export tests)
     Edit(
         "                self.in_proj_weight,\n                self.in_proj_bias,\n",
-        "                torch.cat((self.self_attn.q_proj.weight, self.self_attn.k_proj.weight, self.self_attn.v_proj.weight)),\n"
-        "                torch.cat((self.self_attn.q_proj.bias, self.self_attn.k_proj.bias, self.self_attn.v_proj.bias)),\n",
+        "                torch.cat((self.self_attn.q_proj.weight, self.self_attn.k_proj.weight, "
+        "self.self_attn.v_proj.weight)),\n"
+        "                torch.cat((self.self_attn.q_proj.bias, self.self_attn.k_proj.bias, "
+        "self.self_attn.v_proj.bias)),\n",
     ),
     Edit(
         "                self.out_proj_weight,\n                self.out_proj_bias,\n",

@@ -14,7 +14,9 @@ def _checked(flag, padding=""):
         "        if vocab_size > cutoff[-1]:\n",
         '            ), "cannot specify cutoff larger than vocab size"\n',
         "        from fairseq._define_runtime.adaptive_bands import band_cutoffs  # (fairseq_define)\n\n"
-        '        cutoff = band_cutoffs(cutoff, vocab_size, "{}"{})  # one line, not an assertion\n'.format(flag, padding),
+        '        cutoff = band_cutoffs(cutoff, vocab_size, "{}"{})  # one line, not an assertion\n'.format(
+            flag, padding
+        ),
     )
 
 

@@ -30,7 +30,8 @@ PATCHES = (
         (
             Edit(
                 "        indices, ignored = dataset.filter_indices_by_size(indices, max_positions)\n",
-                "        indices, ignored = dataset.filter_indices_by_size(indices, max_positions)  # (fairseq_define)\n"
+                "        indices, ignored = dataset.filter_indices_by_size(indices, max_positions)  # "
+                "(fairseq_define)\n"
                 "        from fairseq._define_runtime.batch_sizes import check_sizes_left\n\n"
                 "        check_sizes_left(indices, ignored, dataset, max_positions, ignore_invalid_inputs)\n",
             ),

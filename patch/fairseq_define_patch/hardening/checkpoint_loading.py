@@ -55,8 +55,7 @@ PATCHES = (
             # a dict with a 'model' entry but not the rest: KeyError
             Edit(
                 "    state = _upgrade_state_dict(state)\n    return state\n",
-                "    state = upgrade_checked(_upgrade_state_dict, state, path)  # (fairseq_define)\n"
-                "    return state\n",
+                "    state = upgrade_checked(_upgrade_state_dict, state, path)  # (fairseq_define)\n    return state\n",
             ),
             # a folder, or a --restore-file that does not exist: trained from scratch silently
             Edit(
@@ -104,18 +103,22 @@ PATCHES = (
         (
             insert_after(
                 "from fairseq.optim import lr_scheduler\n",
-                "from fairseq._define_runtime.checkpoint_misfit import check_checkpoint_form, checkpoint_misfit  # (fairseq_define)\n",
+                "from fairseq._define_runtime.checkpoint_misfit import check_checkpoint_form, checkpoint_misfit  # "
+                "(fairseq_define)\n",
             ),
             # before loading (resume, --finetune-from-model): another model class, or settings
             # that change what the weights compute (equal shapes loaded silently)
             insert_before(
-                "                self.model.load_state_dict(\n                    state[\"model\"], strict=True, model_cfg=self.cfg.model\n",
+                "                self.model.load_state_dict(\n                    state[\"model\"], strict=True, "
+                "model_cfg=self.cfg.model\n",
                 "                check_checkpoint_form(filename, state, self.cfg.model)  # (fairseq_define)\n",
             ),
             replace_span(  # one line that names what differs
-                '                raise Exception(\n                    "Cannot load model parameters from checkpoint {}; "\n',
+                '                raise Exception(\n                    "Cannot load model parameters from checkpoint '
+                '{}; "\n',
                 '.format(filename)\n                )\n',
-                "                raise checkpoint_misfit(filename, state, self.cfg.model, sys.exc_info()[1])  # (fairseq_define)\n",
+                "                raise checkpoint_misfit(filename, state, self.cfg.model, sys.exc_info()[1])  # "
+                "(fairseq_define)\n",
             ),
         ),
     ),

@@ -37,9 +37,15 @@ _EVAL_SITES = {
     "fairseq/examples/speech_recognition/models/vggtransformer.py": ("import argparse\n", "import math\n"),
     # example scripts: eval() of a --model-overrides argument or of a data file's lines
     "fairseq/examples/criss/save_encoder.py": ("import numpy as np\n", "import torch\n"),
-    "fairseq/examples/discriminative_reranking_nmt/drnmt_rerank.py": ("from collections import namedtuple\n", "import logging\n"),
+    "fairseq/examples/discriminative_reranking_nmt/drnmt_rerank.py": (
+        "from collections import namedtuple\n",
+        "import logging\n",
+    ),
     "fairseq/examples/textless_nlp/pgslm/data_utils.py": ("import os\n", "import torch\n"),
-    "fairseq/examples/textless_nlp/pgslm/quantize_f0.py": ("from collections import defaultdict\n", "from functools import partial\n"),
+    "fairseq/examples/textless_nlp/pgslm/quantize_f0.py": (
+        "from collections import defaultdict\n",
+        "from functools import partial\n",
+    ),
     "fairseq/examples/textless_nlp/pgslm/sample/sample.py": ("import os\n", "import torch.multiprocessing as mp\n"),
 }
 _BIND_EVAL = (
@@ -68,7 +74,8 @@ def _config_literal_patches() -> Tuple[FilePatch, ...]:
             # a list of int: a float that is not whole is refused, not truncated (cutoffs)
             Edit(
                 "        return list(map(type, x))\n    except TypeError:\n",
-                "        return typed_config_list(x, type)  # (fairseq_define) 10.5 is not an int\n    except TypeError:\n",
+                "        return typed_config_list(x, type)  # (fairseq_define) 10.5 is not an int\n    except "
+                "TypeError:\n",
             ),
         ),
     )

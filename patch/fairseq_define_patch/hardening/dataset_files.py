@@ -20,7 +20,8 @@ PATCHES = (
             # dictionary) failed deep inside the model, after training had started
             insert_before(
                 '        logger.info("loaded {:,} examples from: {}".format(len(dataset), path_k))\n',
-                "        " + _IMPORT.format("check_token_ids")
+                "        "
+                + _IMPORT.format("check_token_ids")
                 + "        check_token_ids(dataset, dictionary, path_k)  # every id names an entry\n",
             ),
         ),
@@ -52,7 +53,8 @@ PATCHES = (
             Edit(
                 "    def __del__(self):\n        self._bin_buffer_mmap._mmap.close()\n"
                 "        del self._bin_buffer_mmap\n        del self._index\n",
-                '    def __del__(self):\n        release_mmap(self, "_bin_buffer_mmap", "_index")  # (fairseq_define)\n',
+                '    def __del__(self):\n        release_mmap(self, "_bin_buffer_mmap", "_index")  # '
+                '(fairseq_define)\n',
             ),
         ),
     ),
@@ -78,7 +80,8 @@ PATCHES = (
                 "            raise Exception(\n"
                 '                "Could not infer language pair, please provide it explicitly"\n'
                 "            )\n",
-                "            " + _IMPORT.format("language_pair_error")
+                "            "
+                + _IMPORT.format("language_pair_error")
                 + "            raise language_pair_error(paths[0])\n",
             ),
         ),

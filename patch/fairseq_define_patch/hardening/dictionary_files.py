@@ -16,7 +16,8 @@ PATCHES = (
                 '                with open(PathManager.get_local_path(f), "r", encoding="utf-8") as fd:\n',
                 "                from fairseq._define_runtime.dictionary_files import check_dictionary_file\n\n"
                 "                check_dictionary_file(self, PathManager.get_local_path(f))\n"
-                '                with open(PathManager.get_local_path(f), "r", encoding="utf-8") as fd:  # (fairseq_define)\n',
+                '                with open(PathManager.get_local_path(f), "r", encoding="utf-8") as fd:  # '
+                '(fairseq_define)\n',
             ),
         ),
     ),

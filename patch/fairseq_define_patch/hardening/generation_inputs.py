@@ -21,9 +21,12 @@ PATCHES = (
             # TorchScript compiles _generate: its assertion stays, in words the CLIs print as one line
             Edit(
                 '        ), "min_len cannot be larger than max_len, please adjust these!"\n',
-                '        ), (f"--min-len {self.min_len} is above the longest output for a source of {src_len} tokens, {max_len} "\n'
-                '            f"(--max-len-a * source length + --max-len-b, below the model\'s positions): lower --min-len or "\n'
-                '            f"raise --max-len-a/--max-len-b")  # (fairseq_define) one line: generation_inputs reads it\n',
+                '        ), (f"--min-len {self.min_len} is above the longest output for a source of {src_len} tokens, '
+                '{max_len} "\n'
+                '            f"(--max-len-a * source length + --max-len-b, below the model\'s positions): lower '
+                '--min-len or "\n'
+                '            f"raise --max-len-a/--max-len-b")  # (fairseq_define) one line: generation_inputs reads '
+                'it\n',
             ),
         ),
     ),
@@ -34,7 +37,8 @@ PATCHES = (
         (
             insert_before(
                 '        if getattr(args, "score_reference", False):\n',
-                "        from fairseq._define_runtime.generation_inputs import check_generation_settings  # (fairseq_define)\n"
+                "        from fairseq._define_runtime.generation_inputs import check_generation_settings  # "
+                "(fairseq_define)\n"
                 "        check_generation_settings(args)  # one line, the CLIs and the hub alike\n",
             ),
         ),
@@ -48,7 +52,8 @@ PATCHES = (
                 "    assert (\n"
                 "        not cfg.generation.sampling or cfg.generation.nbest == cfg.generation.beam\n"
                 '    ), "--sampling requires --nbest to be equal to --beam"\n',
-                "    from fairseq._define_runtime.generation_inputs import check_generation_command  # (fairseq_define)\n"
+                "    from fairseq._define_runtime.generation_inputs import check_generation_command  # "
+                "(fairseq_define)\n"
                 "    check_generation_command(cfg)  # one line: the generation numbers, --sampling's --nbest, --seed\n",
             ),
         ),
@@ -68,8 +73,10 @@ PATCHES = (
                 "    assert (\n"
                 "        not cfg.generation.sampling or cfg.generation.nbest == cfg.generation.beam\n"
                 '    ), "--sampling requires --nbest to be equal to --beam"\n',
-                "    from fairseq._define_runtime.generation_inputs import check_generation_command  # (fairseq_define)\n"
-                "    check_generation_command(cfg, interactive=True)  # one line, --batch-size against --buffer-size too\n",
+                "    from fairseq._define_runtime.generation_inputs import check_generation_command  # "
+                "(fairseq_define)\n"
+                "    check_generation_command(cfg, interactive=True)  # one line, --batch-size against --buffer-size "
+                "too\n",
             ),
             Edit(
                 "    assert (\n"

@@ -7,8 +7,10 @@ from ..edits import CopiedModule, Edit, FilePatch
 COPIES = (CopiedModule("inference_precision", "--bf16 in the inference tools: the model in bfloat16"),)
 
 _WHY = "--bf16 runs the model in bfloat16 (it ran in float32 without a word)"
-_CAST = ("        from fairseq._define_runtime.inference_precision import to_inference_precision  # (fairseq_define)\n\n"
-         "        to_inference_precision(model, cfg)  # --fp16 or --bf16\n")
+_CAST = (
+    "        from fairseq._define_runtime.inference_precision import to_inference_precision  # (fairseq_define)\n\n"
+    "        to_inference_precision(model, cfg)  # --fp16 or --bf16\n"
+)
 
 
 def _cast(flag_test):

@@ -23,16 +23,19 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/models/transformer/transformer_legacy.py",
-        "--encoder/decoder-layers-to-keep at training: one line naming --model-overrides at inference, not an AttributeError",
+        "--encoder/decoder-layers-to-keep at training: one line naming --model-overrides at inference, not an "
+        "AttributeError",
         (
             Edit(
                 "            args.encoder_layers = len(args.encoder_layers_to_keep.split(\",\"))\n",
-                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) checked\n\n"
+                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) "
+                "checked\n\n"
                 "            args.encoder_layers = kept_layer_count(args.encoder_layers_to_keep, \"encoder\")\n",
             ),
             Edit(
                 "            args.decoder_layers = len(args.decoder_layers_to_keep.split(\",\"))\n",
-                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) checked\n\n"
+                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) "
+                "checked\n\n"
                 "            args.decoder_layers = kept_layer_count(args.decoder_layers_to_keep, \"decoder\")\n",
             ),
         ),
@@ -40,16 +43,19 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/models/transformer/transformer_base.py",
-        "--encoder/decoder-layers-to-keep at training: one line naming --model-overrides at inference, not an AttributeError",
+        "--encoder/decoder-layers-to-keep at training: one line naming --model-overrides at inference, not an "
+        "AttributeError",
         (
             Edit(
                 "            cfg.encoder.layers = len(cfg.encoder.layers_to_keep.split(\",\"))\n",
-                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) checked\n\n"
+                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) "
+                "checked\n\n"
                 "            cfg.encoder.layers = kept_layer_count(cfg.encoder.layers_to_keep, \"encoder\")\n",
             ),
             Edit(
                 "            cfg.decoder.layers = len(cfg.decoder.layers_to_keep.split(\",\"))\n",
-                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) checked\n\n"
+                "            from fairseq._define_runtime.layer_pruning import kept_layer_count  # (fairseq_define) "
+                "checked\n\n"
                 "            cfg.decoder.layers = kept_layer_count(cfg.decoder.layers_to_keep, \"decoder\")\n",
             ),
         ),

@@ -41,7 +41,8 @@ PATCHES = (
             # before check_is_checkpoint (hardening/checkpoint_loading.py) reads the names
             insert_before(
                 "    check_is_checkpoint(state, path, arg_overrides)  # (fairseq_define)\n",
-                "    arg_overrides = checked_model_overrides(arg_overrides, state)  # (fairseq_define) keys, groups, kinds\n",
+                "    arg_overrides = checked_model_overrides(arg_overrides, state)  # (fairseq_define) keys, groups, "
+                "kinds\n",
             ),
             Edit(
                 '            overwrite_args_by_name(state["cfg"], arg_overrides)\n\n',
@@ -82,7 +83,9 @@ PATCHES = (
                 "        [cfg.common_eval.path],\n"
                 "        arg_overrides=overrides,\n",
             ),
-            insert_before("\n    use_fp16 = cfg.common.fp16\n", _CHECK_OVERRIDES_CALL.format("overrides", "model_args")),
+            insert_before(
+                "\n    use_fp16 = cfg.common.fp16\n", _CHECK_OVERRIDES_CALL.format("overrides", "model_args")
+            ),
         ),
     ),
     FilePatch(

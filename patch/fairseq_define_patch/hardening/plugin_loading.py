@@ -60,8 +60,7 @@ PATCHES = (
         "a plugin's --arch/--task without its --user-dir: say which --user-dir",
         (
             Edit(
-                "    usr_args, _ = usr_parser.parse_known_args(input_args)\n"
-                "    utils.import_user_module(usr_args)\n",
+                "    usr_args, _ = usr_parser.parse_known_args(input_args)\n    utils.import_user_module(usr_args)\n",
                 "    usr_args = import_plugin_and_check_names(usr_parser, input_args)  # (fairseq_define)\n",
             ),
             insert_after(
@@ -93,7 +92,8 @@ PATCHES = (
             Edit(
                 "from torch import Tensor\n\nif TYPE_CHECKING:\n",
                 "from torch import Tensor\n"
-                "from fairseq._define_runtime.plugin_names import check_user_dir, user_dir_not_found  # (fairseq_define)\n\n"
+                "from fairseq._define_runtime.plugin_names import check_user_dir, user_dir_not_found  # "
+                "(fairseq_define)\n\n"
                 "if TYPE_CHECKING:\n",
             ),
         ),

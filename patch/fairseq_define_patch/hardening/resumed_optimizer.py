@@ -10,12 +10,15 @@ PATCHES = (
     FilePatch(
         "fairseq",
         "fairseq/optim/fairseq_optimizer.py",
-        "a resumed optimizer keeps the command's betas, eps and weight decay (the checkpoint's ran, the new ones were stored)",
+        "a resumed optimizer keeps the command's betas, eps and weight decay (the checkpoint's ran, the new ones were "
+        "stored)",
         (
             Edit(
                 "        self.optimizer.load_state_dict(state_dict)\n",
-                "        from fairseq._define_runtime.resumed_optimizer import load_with_command_settings  # (fairseq_define)\n\n"
-                "        load_with_command_settings(self, state_dict)  # the checkpoint's moments, this command's settings\n",
+                "        from fairseq._define_runtime.resumed_optimizer import load_with_command_settings  # "
+                "(fairseq_define)\n\n"
+                "        load_with_command_settings(self, state_dict)  # the checkpoint's moments, this command's "
+                "settings\n",
             ),
         ),
     ),

@@ -30,17 +30,13 @@ PATCHES = (
         "fairseq",
         "fairseq_cli/train.py",
         "no batch size: a clear error, not an AssertionError",
-        (
-            _NO_BATCH_SIZE,
-        ),
+        (_NO_BATCH_SIZE,),
     ),
     FilePatch(
         "fairseq",
         "fairseq_cli/validate.py",
         "no batch size: a clear error, not an AssertionError",
-        (
-            _NO_BATCH_SIZE,
-        ),
+        (_NO_BATCH_SIZE,),
     ),
     FilePatch(
         "fairseq",
@@ -62,8 +58,7 @@ PATCHES = (
         "--optimizer-overrides checked as it is applied (names the optimizer has, values in range)",
         (
             Edit(
-                "            for group in self.param_groups:\n"
-                "                group.update(optimizer_overrides)\n",
+                "            for group in self.param_groups:\n                group.update(optimizer_overrides)\n",
                 "            from fairseq._define_runtime.training_settings import check_optimizer_overrides\n\n"
                 "            for group in self.param_groups:\n"
                 "                group.update(check_optimizer_overrides(group, optimizer_overrides))\n",
@@ -78,7 +73,8 @@ PATCHES = (
             Edit(
                 "            with NanDetector(self.get_model()):\n",
                 "            from fairseq._define_runtime.training_divergence import nan_detector, raise_divergence\n\n"
-                "            with nan_detector(NanDetector, self.get_model()):  # (fairseq_define) its failure logged\n",
+                "            with nan_detector(NanDetector, self.get_model()):  # (fairseq_define) its failure "
+                "logged\n",
             ),
             Edit(
                 "            raise\n        except OverflowError as e:\n",
@@ -96,7 +92,8 @@ PATCHES = (
                 "        if cfg.phase_ratio is not None:\n"
                 "            assert cfg.max_update > 0\n"
                 '            assert sum(cfg.phase_ratio) == 1, "phase ratios must add up to 1"\n',
-                "        from fairseq._define_runtime.training_settings import check_phase_ratio  # (fairseq_define)\n\n"
+                "        from fairseq._define_runtime.training_settings import check_phase_ratio  # "
+                "(fairseq_define)\n\n"
                 "        check_phase_ratio(cfg, cfg.max_update)  # one line; 0.1 + 0.2 + 0.7 adds up to 1\n"
                 "        if cfg.phase_ratio is not None:\n",
             ),
@@ -110,13 +107,15 @@ PATCHES = (
             Edit(
                 "    assert (\n"
                 "        cfg.distributed_world_size <= torch.cuda.device_count()\n"
-                '    ), f"world size is {cfg.distributed_world_size} but have {torch.cuda.device_count()} available devices"\n',
+                '    ), f"world size is {cfg.distributed_world_size} but have {torch.cuda.device_count()} available '
+                'devices"\n',
                 "    from fairseq._define_runtime.training_settings import check_world_size  # (fairseq_define)\n\n"
                 "    check_world_size(cfg)  # one line naming torchrun\n",
             ),
             insert_after(
                 "def infer_init_method(cfg: DistributedTrainingConfig, force_distributed=False):\n",
-                "    from fairseq._define_runtime.training_settings import check_world_size_positive  # (fairseq_define)\n\n"
+                "    from fairseq._define_runtime.training_settings import check_world_size_positive  # "
+                "(fairseq_define)\n\n"
                 "    check_world_size_positive(cfg)  # 0 or -1: one line, not a shard's ValueError\n",
             ),
         ),
@@ -129,7 +128,8 @@ PATCHES = (
             Edit(
                 "        val = get_default(v) if not hasattr(args, k) else getattr(args, k)\n",
                 "        from fairseq._define_runtime.training_settings import given_or_default\n\n"
-                "        val = given_or_default(args, k, get_default(v), v.type)  # (fairseq_define) unset: the interpolation\n",
+                "        val = given_or_default(args, k, get_default(v), v.type)  # (fairseq_define) unset: the "
+                "interpolation\n",
             ),
         ),
     ),

@@ -15,7 +15,6 @@ next is read (``inputs_in_chunks``; such a chunk refused the whole input before)
 """
 
 import numpy as np
-
 from fairseq import UserError
 
 __all__ = ["check_longest_sample", "check_sizes_left", "inputs_in_chunks"]
@@ -60,7 +59,9 @@ def check_sizes_left(indices, ignored, dataset, max_positions, ignore_invalid_in
     if not ignore_invalid_inputs:
         raise UserError(
             "sentence #{} is longer than the model accepts (max positions {}): drop or split "
-            "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test".format(ignored[0], max_positions)
+            "overlong lines, or skip this example with --skip-invalid-size-inputs-valid-test".format(
+                ignored[0], max_positions
+            )
         )
     if len(indices) == 0 and not _chunked_input[0]:
         raise UserError(

@@ -17,9 +17,8 @@ __all__ = ["add_checkpoint_safe_globals", "checkpoint_safe_globals_by_name", "_f
 def _fairseq_checkpoint_safe_globals():
     """Non-tensor classes that fairseq checkpoints hold (added by fairseq_define)."""
     import omegaconf
-    from omegaconf import nodes as omegaconf_nodes
-
     from fairseq.data import dictionary as fairseq_dictionary
+    from omegaconf import nodes as omegaconf_nodes
 
     allowed = [
         argparse.Namespace,

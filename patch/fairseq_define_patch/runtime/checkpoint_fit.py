@@ -129,7 +129,12 @@ def _same(a, b):
         return True  # an interpolation (omegaconf) not resolved here: nothing to compare
     if a in (None, "") and b in (None, ""):
         return True  # both unset
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return float(a) == float(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))

@@ -17,17 +17,16 @@ import pickle
 import threading
 
 import torch
-
 from fairseq import UserError
 from fairseq.file_io import PathManager
 
 from . import checkpoint_allow_list, checkpoint_inspection
-from .checkpoint_fit import check_overrides_fit
 from .checkpoint_allow_list import (  # noqa: F401  (re-exported: __all__)
     _fairseq_checkpoint_safe_globals,
     add_checkpoint_safe_globals,
     checkpoint_safe_globals_by_name,
 )
+from .checkpoint_fit import check_overrides_fit
 from .checkpoint_inspection import (  # noqa: F401  (re-exported: __all__)
     _ENUM_MODULES,
     CONVERTIBLE_CHECKPOINT_GLOBALS,
@@ -321,7 +320,8 @@ def safe_torch_load(f, map_location=None, extra_globals=()):
         ) from None
     except IsADirectoryError:
         raise CheckpointLoadError(
-            f"{name} is a folder, not a checkpoint file: give the file (e.g. {os.path.join(name, 'checkpoint_best.pt')})"
+            f"{name} is a folder, not a checkpoint file: give the file (e.g. "
+            f"{os.path.join(name, 'checkpoint_best.pt')})"
         ) from None
     except (RecursionError, MemoryError) as e:
         raise CheckpointLoadError(

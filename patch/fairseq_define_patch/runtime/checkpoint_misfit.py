@@ -16,9 +16,8 @@ import argparse
 import re
 from argparse import Namespace
 
-from omegaconf import OmegaConf
-
 from fairseq import UserError
+from omegaconf import OmegaConf
 
 from .checkpoint_fit import check_checkpoint_form, is_neutral_setting
 from .checkpoint_weights import CheckpointWeightsError
@@ -82,7 +81,10 @@ def _dictionary_misfit(text):
     saved, here = ([int(x) for x in g.split(",") if x.strip()] for g in m.group(2, 3))
     if len(saved) != len(here) or not saved or saved[0] == here[0] or saved[1:] != here[1:]:
         return None
-    return "{} has {:,} rows in the checkpoint but {:,} here: this run's dictionary (dict.*.txt) differs from the one it was trained with".format(
+    return (
+        "{} has {:,} rows in the checkpoint but {:,} here: this run's dictionary (dict.*.txt) differs from the one "
+        "it was trained with"
+    ).format(
         m.group(1), saved[0], here[0]
     )
 

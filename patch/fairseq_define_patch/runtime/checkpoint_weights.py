@@ -17,7 +17,6 @@ another form. The trainer puts the file's name before the line (checkpoint_misfi
 """
 
 import torch
-
 from fairseq import UserError
 
 from .checkpoint_fit import CheckpointFormError
@@ -74,7 +73,8 @@ def check_finite(state_dict, what="the checkpoint"):
         nan = int(torch.isnan(value).sum())
         bad = value.numel() - int(finite.sum())
         what_bad = " and ".join(
-            part for part in ("{:,} NaN".format(nan) if nan else "", "{:,} infinite".format(bad - nan) if bad > nan else "")
+            part
+            for part in ("{:,} NaN".format(nan) if nan else "", "{:,} infinite".format(bad - nan) if bad > nan else "")
             if part
         )
         raise CheckpointWeightsError(
@@ -99,7 +99,8 @@ def check_state_dict(expected, state_dict, strict=True, dictionary_sizes=(), wha
     for key, value in state_dict.items():
         if not isinstance(value, torch.Tensor) and not key.endswith("_extra_state"):  # a module's own object
             raise CheckpointWeightsError(
-                "not_tensor", key, "its entry {} is a {}, not a tensor".format(key, type(value).__name__), _INTACT, what)
+                "not_tensor", key, "its entry {} is a {}, not a tensor".format(key, type(value).__name__), _INTACT, what
+            )
     if strict:
         _check_names([k for k in expected if k not in state_dict], [k for k in state_dict if k not in expected], what,
                      model)

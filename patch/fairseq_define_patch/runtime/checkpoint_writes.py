@@ -15,7 +15,6 @@ import errno
 import os
 
 import torch
-
 from fairseq import UserError
 from fairseq.file_io import PathManager
 

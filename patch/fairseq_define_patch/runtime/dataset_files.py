@@ -16,7 +16,6 @@ import os
 import struct
 
 import numpy as np
-
 from fairseq import UserError
 
 __all__ = [

@@ -20,7 +20,7 @@ def check_dictionary_file(dictionary, path):
     with open(path, "rb") as f:
         raw = f.read()
     try:
-        text = raw.decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UserError(
             "{} is not UTF-8 text (line {}: {}): a dictionary is a UTF-8 file of '<token> <count>' "

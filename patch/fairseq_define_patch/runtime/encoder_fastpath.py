@@ -7,8 +7,8 @@ left DDP waiting for their gradients (--find-unused-parameters). fairseq/modules
 transformer_layer.py no longer registers them: its fast path reads the layer's own weights
 (q, k and v concatenated on each call, under 1% of the layer's time on a CPU, on a path that
 runs only in eval; written inline in the forward, which TorchScript compiles), and a state dict
-that holds the copies loses them (``drop_fastpath_copies``), strict loading included. fairseq/trainer.py passes an optimizer
-state saved by fairseq 0.12.2, which covers the copies too, through
+that holds the copies loses them (``drop_fastpath_copies``), strict loading included.
+fairseq/trainer.py passes an optimizer state saved by fairseq 0.12.2, which covers the copies too, through
 ``without_fastpath_copies``.
 """
 

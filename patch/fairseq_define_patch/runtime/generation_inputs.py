@@ -91,7 +91,9 @@ def check_generation_settings(cfg):
     sampling = bool(_get(cfg, "sampling"))
     for name in ("sampling_topk", "sampling_topp"):
         if not sampling and _get(cfg, name) not in (None, -1):
-            raise UserError("{} {} needs --sampling: add it, or leave {} out".format(_flag(name), _get(cfg, name), _flag(name)))
+            raise UserError(
+                "{} {} needs --sampling: add it, or leave {} out".format(_flag(name), _get(cfg, name), _flag(name))
+            )
     groups, beam = _get(cfg, "diverse_beam_groups") or -1, _get(cfg, "beam")
     strategies = [flag for flag, on in (("--sampling", sampling), ("--diverse-beam-groups", groups > 0),
                                         ("--match-source-len", bool(_get(cfg, "match_source_len"))),

@@ -122,7 +122,9 @@ def _safe_archive_members(archive, path):
     if unpacked > _ARCHIVE_MAX_RATIO * max(size, 1 << 20):
         raise UserError(
             "refusing to extract {}: its {:,} bytes unpack to {:,}, more than {} times its size "
-            "(an archive bomb?); unpack it yourself and give the folder".format(path, size, unpacked, _ARCHIVE_MAX_RATIO)
+            "(an archive bomb?); unpack it yourself and give the folder".format(
+                path, size, unpacked, _ARCHIVE_MAX_RATIO
+            )
         )
     for m in members:
         if m.issym() or m.islnk():

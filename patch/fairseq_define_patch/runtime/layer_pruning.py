@@ -9,8 +9,8 @@ a stack that was not pruned lost all its layers (``decoder_layers_to_keep`` alon
 not a number, or beyond the stack, kept nothing and was blamed on the file too. At training,
 --encoder-layers-to-keep (parsed into a list, which the Transformer's build_model split as a
 string: an AttributeError traceback) is refused in one line naming where it belongs: the
-Transformer counts the layers to keep with ``kept_layer_count`` (fairseq/models/transformer/). fairseq/checkpoint_utils.py calls
-``pruned_state_dict`` for its loop.
+Transformer counts the layers to keep with ``kept_layer_count`` (fairseq/models/transformer/).
+fairseq/checkpoint_utils.py calls ``pruned_state_dict`` for its loop.
 """
 
 import re

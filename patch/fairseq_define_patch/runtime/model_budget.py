@@ -282,7 +282,9 @@ def estimate_parameters(settings, vocabulary):
             d, d_name = stack_width(group, False)
             terms.append((value * d, named(name, d_name)))
     for name, value in widths.items():
-        if ("ffn" in name or "expand" in name) and not any(_is_layers(k) and _group(k) == _group(name) for k in settings):
+        if ("ffn" in name or "expand" in name) and not any(
+            _is_layers(k) and _group(k) == _group(name) for k in settings
+        ):
             d, d_name = stack_width(_group(name), False)
             terms.append((2 * value * d, named(name, d_name)))
     if not terms:
@@ -376,14 +378,20 @@ def _transformer_stack(s, side, vocab, padding, table, cross=None, positions_row
         # fairseq's default when unset: DEFAULT_MAX_SOURCE_POSITIONS = DEFAULT_MAX_TARGET_POSITIONS = 1024
         rows = positions_rows or _get(s, f"max_{'source' if side == 'encoder' else 'target'}_positions", 1024)
         learned = bool(_get(s, f"{side}_learned_pos", False))
-        entries, words = _positions(rows, d, padding, learned, f"max_{'source' if side == 'encoder' else 'target'}_positions")
+        entries, words = _positions(
+            rows, d, padding, learned, f"max_{'source' if side == 'encoder' else 'target'}_positions"
+        )
         # a sinusoidal table is no parameter, but memory all the same
         parts.append((entries, words) if learned else (entries, words, "buffer"))
     if _get(s, "layernorm_embedding", False):
         parts.append((2 * d, "layernorm_embedding"))
     per_layer = _layer(d, f, heads, d // heads if heads and d % heads == 0 else d, cross)
-    parts.append((layers * per_layer, f"{side}_layers={layers:,} x {side}_embed_dim={d:,} x {side}_ffn_embed_dim={f:,}"))
-    if _get(s, f"{side}_normalize_before", False) and not (side == "decoder" and _get(s, "no_decoder_final_norm", False)):
+    parts.append(
+        (layers * per_layer, f"{side}_layers={layers:,} x {side}_embed_dim={d:,} x {side}_ffn_embed_dim={f:,}")
+    )
+    if _get(s, f"{side}_normalize_before", False) and not (
+        side == "decoder" and _get(s, "no_decoder_final_norm", False)
+    ):
         parts.append((2 * d, f"{side} final LayerNorm"))
     return parts
 

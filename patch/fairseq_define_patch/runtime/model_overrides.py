@@ -23,9 +23,8 @@ model's alike.
 import math
 from argparse import Namespace
 
-from omegaconf import DictConfig, open_dict
-
 from fairseq import UserError
+from omegaconf import DictConfig, open_dict
 
 __all__ = ["check_model_overrides", "checked_model_overrides", "flat_model_overrides", "_set_missing_model_options"]
 

@@ -17,7 +17,6 @@ same command runs again.
 """
 
 import contextlib
-import errno
 import os
 import re
 import tempfile

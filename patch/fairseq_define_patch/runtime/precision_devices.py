@@ -9,7 +9,6 @@ bfloat16 (bf16_devices.py settles --bf16 against --tpu).
 """
 
 import torch
-
 from fairseq import UserError
 
 __all__ = ["check_precision_device"]

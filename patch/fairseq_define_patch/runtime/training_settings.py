@@ -25,9 +25,8 @@ import os
 import sys
 import typing
 
-from omegaconf import OmegaConf
-
 from fairseq import UserError
+from omegaconf import OmegaConf
 
 from .config_literals import parse_config_literal
 from .precision_devices import check_precision_device
@@ -53,7 +52,12 @@ _TRAINING_RANGES = (
     ("optimizer", "adadelta_eps", ">0", "must be positive (1e-6 is usual)"),
     ("optimizer", "adadelta_rho", "[0,1]", "is not a decay rate: give a value in [0, 1] (0.9 is usual)"),
     ("optimizer", "adam_betas", "[0,1)", "holds a beta outside [0, 1): give two values in [0, 1), e.g. '(0.9, 0.98)'"),
-    ("optimizer", "adamax_betas", "[0,1)", "holds a beta outside [0, 1): give two values in [0, 1), e.g. '(0.9, 0.999)'"),
+    (
+        "optimizer",
+        "adamax_betas",
+        "[0,1)",
+        "holds a beta outside [0, 1): give two values in [0, 1), e.g. '(0.9, 0.999)'",
+    ),
     ("optimizer", "lamb_betas", "[0,1)", "holds a beta outside [0, 1): give two values in [0, 1), e.g. '(0.9, 0.999)'"),
     ("optimizer", "beta1", "[0,1)", "is not a decay rate: give a value in [0, 1), or leave it unset"),
     ("optimizer", "momentum", "[0,1)", "is not a momentum: give a value in [0, 1) (0.99 is usual; 0 for none)"),
@@ -81,10 +85,30 @@ _TRAINING_RANGES = (
     ("dataset", "batch_size", ">=1", "must be at least 1 (sentences per batch)"),
     ("dataset", "max_tokens_valid", ">=1", "must be at least 1 (tokens per validation batch)"),
     ("dataset", "batch_size_valid", ">=1", "must be at least 1 (sentences per validation batch)"),
-    ("dataset", "required_batch_size_multiple", ">=1", "must be at least 1 (batch sizes are rounded to a multiple of it; 1 for none)"),
-    ("dataset", "required_seq_len_multiple", ">=1", "must be at least 1 (lengths are padded to a multiple of it; 1 for none)"),
-    ("dataset", "validate_interval", ">=1", "must be at least 1 (epochs between validations; --disable-validation turns it off)"),
-    ("dataset", "validate_interval_updates", ">=0", "is negative: give a number of updates, or 0 to validate by epoch only"),
+    (
+        "dataset",
+        "required_batch_size_multiple",
+        ">=1",
+        "must be at least 1 (batch sizes are rounded to a multiple of it; 1 for none)",
+    ),
+    (
+        "dataset",
+        "required_seq_len_multiple",
+        ">=1",
+        "must be at least 1 (lengths are padded to a multiple of it; 1 for none)",
+    ),
+    (
+        "dataset",
+        "validate_interval",
+        ">=1",
+        "must be at least 1 (epochs between validations; --disable-validation turns it off)",
+    ),
+    (
+        "dataset",
+        "validate_interval_updates",
+        ">=0",
+        "is negative: give a number of updates, or 0 to validate by epoch only",
+    ),
     ("dataset", "validate_after_updates", ">=0", "is negative: give a number of updates, or 0"),
     ("dataset", "max_valid_steps", ">=1", "must be at least 1 (batches per validation), or leave it unset"),
     ("dataset", "num_workers", ">=0", "is negative: give a number of data loader workers, or 0"),
@@ -92,13 +116,38 @@ _TRAINING_RANGES = (
     ("dataset", "curriculum", ">=0", "is negative: give a number of epochs, or 0"),
     ("dataset", "num_shards", ">=1", "must be at least 1"),
     ("dataset", "shard_id", ">=0", "is negative: give a shard index from 0 to --num-shards - 1"),
-    ("checkpoint", "save_interval", ">=1", "must be at least 1 (epochs between saves; --no-epoch-checkpoints or --no-save turn saving off)"),
+    (
+        "checkpoint",
+        "save_interval",
+        ">=1",
+        "must be at least 1 (epochs between saves; --no-epoch-checkpoints or --no-save turn saving off)",
+    ),
     ("checkpoint", "save_interval_updates", ">=0", "is negative: give a number of updates, or 0 to save by epoch only"),
-    ("checkpoint", "keep_interval_updates", "-1|>=0", "is negative: give a number of checkpoints to keep, or -1 to keep all"),
+    (
+        "checkpoint",
+        "keep_interval_updates",
+        "-1|>=0",
+        "is negative: give a number of checkpoints to keep, or -1 to keep all",
+    ),
     ("checkpoint", "keep_interval_updates_pattern", "-1|>=1", "must be at least 1, or -1 for no pattern"),
-    ("checkpoint", "keep_last_epochs", "-1|>=0", "is negative: give a number of checkpoints to keep, or -1 to keep all"),
-    ("checkpoint", "keep_best_checkpoints", "-1|>=0", "is negative: give a number of checkpoints to keep, or -1 to keep all"),
-    ("checkpoint", "patience", "-1|>=1", "must be at least 1 (validations without improvement), or -1 for no early stop"),
+    (
+        "checkpoint",
+        "keep_last_epochs",
+        "-1|>=0",
+        "is negative: give a number of checkpoints to keep, or -1 to keep all",
+    ),
+    (
+        "checkpoint",
+        "keep_best_checkpoints",
+        "-1|>=0",
+        "is negative: give a number of checkpoints to keep, or -1 to keep all",
+    ),
+    (
+        "checkpoint",
+        "patience",
+        "-1|>=1",
+        "must be at least 1 (validations without improvement), or -1 for no early stop",
+    ),
     ("checkpoint", "checkpoint_shard_count", ">=1", "must be at least 1"),
     ("common", "log_interval", ">=1", "must be at least 1 (updates between log lines)"),
     ("common", "fp16_init_scale", ">0", "must be positive (128 is usual)"),
@@ -144,7 +193,9 @@ def in_range(rule, value):
     if rule.startswith("<"):
         return value < float(rule[1:])
     low, high = (float(x) for x in rule[1:-1].split(","))
-    return ((low <= value) if rule[0] == "[" else (low < value)) and ((value <= high) if rule[-1] == "]" else (value < high))
+    return ((low <= value) if rule[0] == "[" else (low < value)) and (
+        (value <= high) if rule[-1] == "]" else (value < high)
+    )
 
 
 def _number(v):
@@ -191,16 +242,27 @@ def check_training_numbers(cfg):
             if _number(v) and not in_range(rule, v):
                 raise UserError("{} {} {}".format(_flag(name), v, why))
     dataset = settings("dataset")
-    if _number(dataset.get("shard_id")) and _number(dataset.get("num_shards")) and dataset["shard_id"] >= dataset["num_shards"]:
+    if (
+        _number(dataset.get("shard_id"))
+        and _number(dataset.get("num_shards"))
+        and dataset["shard_id"] >= dataset["num_shards"]
+    ):
         raise UserError("--shard-id {} is not below --num-shards {}: give a shard index from 0 to {}".format(
             dataset["shard_id"], dataset["num_shards"], dataset["num_shards"] - 1))
     criterion, ddp = cfg.get("criterion", None), cfg.get("distributed_training", None)
-    if getattr(criterion, "_name", None) == "adaptive_loss" and getattr(ddp, "ddp_backend", None) in ("c10d", "pytorch_ddp"):
-        raise UserError("--criterion adaptive_loss needs fairseq's own DistributedDataParallel: add --ddp-backend legacy_ddp")
+    if getattr(criterion, "_name", None) == "adaptive_loss" and getattr(ddp, "ddp_backend", None) in (
+        "c10d",
+        "pytorch_ddp",
+    ):
+        raise UserError(
+            "--criterion adaptive_loss needs fairseq's own DistributedDataParallel: add --ddp-backend legacy_ddp"
+        )
     if getattr(cfg.get("lr_scheduler", None), "_name", None) == "tri_stage":
         check_phase_ratio(cfg.lr_scheduler, settings("optimization").get("max_update"))
     _parse_optimizer_overrides(settings("checkpoint").get("optimizer_overrides"))
-    _check_run_seed(settings("common").get("seed"), settings("optimization"), dataset, cfg.get("distributed_training", None))
+    _check_run_seed(
+        settings("common").get("seed"), settings("optimization"), dataset, cfg.get("distributed_training", None)
+    )
     check_precision_device(cfg)
 
 
@@ -283,11 +345,15 @@ def _parse_optimizer_overrides(value):
     try:
         overrides = ast.literal_eval(value)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as e:
-        raise UserError("--optimizer-overrides {!r} is not a dict of settings ({}): give e.g. \"{{'lr': 1e-4}}\"".format(
-            value, type(e).__name__)) from None
+        raise UserError(
+            "--optimizer-overrides {!r} is not a dict of settings ({}): give e.g. \"{{'lr': 1e-4}}\"".format(
+                value, type(e).__name__
+            )
+        ) from None
     if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
-        raise UserError("--optimizer-overrides {!r} is not a dict of settings by name: give e.g. \"{{'lr': 1e-4}}\"".format(
-            value))
+        raise UserError(
+            "--optimizer-overrides {!r} is not a dict of settings by name: give e.g. \"{{'lr': 1e-4}}\"".format(value)
+        )
     return overrides
 
 
@@ -326,7 +392,9 @@ def check_optimizer_overrides(param_group, overrides):
     parameter group as fairseq applies it (fairseq/optim/fairseq_optimizer.py): each key one
     the optimizer has, each value in its range. Returns ``overrides``."""
     if not isinstance(overrides, dict):
-        raise UserError("--optimizer-overrides must be a dict of settings, e.g. \"{{'lr': 1e-4}}\"; got {!r}".format(overrides))
+        raise UserError(
+            "--optimizer-overrides must be a dict of settings, e.g. \"{{'lr': 1e-4}}\"; got {!r}".format(overrides)
+        )
     known = sorted(k for k in param_group if k != "params")
     for key, value in overrides.items():
         if key not in param_group or key == "params":
@@ -337,7 +405,9 @@ def check_optimizer_overrides(param_group, overrides):
         rule, why = _PARAM_GROUP_RANGES.get(key, (None, None))
         for v in _values(value):
             if _number(v) and not math.isfinite(v):
-                raise UserError("--optimizer-overrides: {} {} is not a finite number: give a finite value".format(key, v))
+                raise UserError(
+                    "--optimizer-overrides: {} {} is not a finite number: give a finite value".format(key, v)
+                )
             if rule is not None and _number(v) and not in_range(rule, v):
                 raise UserError("--optimizer-overrides: {} {} {}".format(key, v, why))
     return overrides
