@@ -35,7 +35,7 @@ from fairseq.data import Dictionary
 import fairseq_define  # noqa: F401  (registers the architectures)
 from fairseq_define.criterions.awd_lm_loss import AWDLanguageModelLoss
 from fairseq_define.models.lstm_lm import LSTMLanguageModel
-from fairseq_define.modules.stability.unit_grad_scale import _GradScale, centre_reduce_bias
+from fairseq_define.modules.stability.unit_grad_scale import centre_reduce_bias
 from fairseq_define.optim.nt_asgd import AveragedSGD
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run_scripts"))
@@ -131,7 +131,8 @@ def probe_setup(model, args):
             kind = next((k for k in prefixes if name.startswith(k)), unit_param_kind(name, p))
             counts[kind] += p.numel()
             if scales.get(kind, 1.0) != 1.0:
-                p.register_hook(_GradScale(scales[kind]))
+                # an experiment beside the unit's own --define-unit-grad-scale (applied in its backward)
+                p.register_hook(lambda g, factor=scales[kind]: g * factor)
         print(f"kind scales {scales}, params {dict(counts)}", flush=True)
 
 

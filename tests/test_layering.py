@@ -248,3 +248,65 @@ def test_the_checker_places_the_package_and_the_patch():
     assert layer("fairseq_define_patch") < layer("fairseq_define.errors")
     assert layer("fairseq_define.models.lstm_lm") < layer("fairseq_define") < layer("fairseq_define.paper_tables")
     assert layer("fairseq") is None and layer("fairseq_define_patchy") is None
+
+
+# the folders whose files import the package by name (scripts, benchmarks, studies, tests)
+IMPORTING_DIRS = ("fairseq_define", "benchmarks", "studies", "scripts", "run_scripts", "tests")
+
+
+def _defined_names(path: Path) -> Set[str]:
+    """The names a module's top level binds: functions, classes, assignments, imports."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        targets = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):  # a guarded definition: read through once
+            names |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        for t in targets:
+            names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def missing_names(root: Path = ROOT) -> List[str]:
+    """``from fairseq_define.x import name`` anywhere in ``IMPORTING_DIRS`` where ``name`` is
+    neither a submodule of x nor bound at x's top level: an ImportError waiting for the day
+    the script runs (benchmarks/collapse_probe.py imported a class the stability refactor
+    removed)."""
+    found = []
+    for top in IMPORTING_DIRS:
+        for path in sorted((root / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                        and node.module.split(".")[0] == PACKAGE):
+                    continue
+                base = root.joinpath(*node.module.split("."))
+                source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+                if not source.is_file():
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: no module {node.module}")
+                    continue
+                defined = _defined_names(source)
+                for alias in node.names:
+                    if alias.name != "*" and alias.name not in defined and not (base / f"{alias.name}.py").is_file() \
+                            and not (base / alias.name).is_dir():
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {node.module} has no {alias.name}")
+    return found
+
+
+def test_every_name_imported_from_the_package_exists():
+    assert missing_names() == []
+
+
+def test_a_missing_name_is_found(tmp_path):
+    (tmp_path / PACKAGE / "modules").mkdir(parents=True)
+    (tmp_path / PACKAGE / "__init__.py").write_text("")
+    (tmp_path / PACKAGE / "modules" / "__init__.py").write_text("from .a import kept\n")
+    (tmp_path / PACKAGE / "modules" / "a.py").write_text("def kept():\n    pass\n")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "probe.py").write_text(
+        "from fairseq_define.modules.a import kept, gone\nfrom fairseq_define.modules import a, kept\n")
+    assert missing_names(tmp_path) == ["benchmarks/probe.py:1: fairseq_define.modules.a has no gone"]
