@@ -52,7 +52,9 @@ NO_DATA=$(mktemp -d)
 WORK=$(mktemp -d)
 trap 'rm -rf "$NO_DATA" "$WORK"' EXIT
 step "in-process tests on Python $VER"
+t0=$SECONDS
 FAIRSEQ_DEFINE_DATA=$NO_DATA make test-fast VENV="$VENV" PYTEST_ARGS="-q"
+echo "   make test-fast on Python $VER: $(((SECONDS - t0) / 60)) min $(((SECONDS - t0) % 60)) s (goal: at most 3 min)"
 
 step "fairseq CLIs with --user-dir on Python $VER"
 export PATH="$BIN:$PATH" PYTHONPYCACHEPREFIX=$WORK/pycache
