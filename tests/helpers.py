@@ -133,9 +133,24 @@ def model_map(kind, vocab=40, n=16, cutoff=(20,), factor=4.0):
     return ProjectedAdaptiveInput(vocab, 1, n, factor, n, list(cutoff))
 
 
+# fairseq's tools that load data through torch's DataLoader, with one loader process by default
+LOADING_TOOLS = ("fairseq-train", "fairseq-generate", "fairseq-validate", "fairseq-eval-lm")
+
+
+def in_the_process(cmd):
+    """``cmd`` loading its data in its own process (--num-workers 0) unless it names a number:
+    a loader process proves nothing about this project, and torch's shutdown of one waited its
+    5 s status interval whenever the loader was dropped unfinished (a run stopped mid-epoch by
+    --max-update; contiguous_lm itself never starts one)."""
+    if cmd and cmd[0] in LOADING_TOOLS and not any(str(a).startswith("--num-workers") for a in cmd):
+        return (*cmd, "--num-workers", "0")
+    return cmd
+
+
 def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     """Run one of the environment's console scripts; return the CompletedProcess, with
     stderr merged into stdout (fairseq logs to stdout, warnings go to stderr)."""
+    cmd = in_the_process(cmd)
     exe = shutil.which(cmd[0], path=str(BIN)) or cmd[0]
     proc = subprocess.run(
         [exe, *map(str, cmd[1:])], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -173,6 +188,7 @@ def run_in_process(*cmd, check=True, env=None):
     import numpy as np
     from fairseq import checkpoint_utils
 
+    cmd = in_the_process(cmd)
     module = importlib.import_module(IN_PROCESS[cmd[0]])
     # fairseq keeps the best validation loss (and --patience's count) on functions: a fresh
     # run starts without them
