@@ -148,7 +148,9 @@ def lm_cfg(model, name):
     dict(lstm_hidden_dim=8),
     dict(lstm_hidden_dim=16, define_map_dim=16, no_softmax_bias=True, adaptive_cutoff="20,40", define_style="authors"),
     dict(lstm_layers=1, define_transform="none"),
-], ids=["standard", "adaptive_no_bias", "one_layer_map_alone"])
+    dict(lstm_layers=1, define_transform="none", map_scale=4.0),  # the scale folds into fairseq's table
+    dict(lstm_hidden_dim=8, map_scale=4.0),  # the unit's own input scale
+], ids=["standard", "adaptive_no_bias", "one_layer_map_alone", "map_alone_scaled", "unit_on_a_scaled_map"])
 def test_lstm_export_computes_what_the_define_model_computes(settings):
     torch.manual_seed(0)
     model = tiny_lstm(**settings)

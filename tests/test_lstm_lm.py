@@ -7,6 +7,7 @@ from argparse import Namespace
 
 import pytest
 import torch
+from fairseq import UserError
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -315,3 +316,32 @@ def test_nt_asgd_refuses_what_it_cannot_average(flag):
     cfg[flag] = "os" if flag == "zero_sharding" else True
     with pytest.raises(UserError, match="nt_asgd"):
         FairseqNTASGD(NTASGDConfig(**cfg), [torch.nn.Parameter(torch.zeros(2))])
+
+
+@pytest.mark.parametrize("transform", ["none", "define"])
+def test_the_map_scale_multiplies_what_the_lstm_or_the_unit_reads(transform):
+    """--map-scale s: the map alone feeds the LSTM s times its output; a DeFINE unit reads s
+    times the map's output (as fairseq scales an adaptive input); the tied softmax's tables
+    stay as they are."""
+    plain = tiny_lstm(define_transform=transform)
+    scaled = tiny_lstm(define_transform=transform, map_scale=4.0)
+    scaled.load_state_dict(plain.state_dict())
+    tokens = torch.randint(4, 60, (2, 7))
+    seen = {}
+    for name, model in (("plain", plain), ("scaled", scaled)):
+        reader = model.decoder.layers[0] if transform == "none" else model.decoder.embed_tokens.unit
+        handle = reader.register_forward_pre_hook(lambda m, args, name=name: seen.__setitem__(name, args[0]))
+        with torch.no_grad():  # the modules' path, whose unit reads the scaled map
+            model(tokens)
+        handle.remove()
+    assert torch.allclose(seen["scaled"], 4.0 * seen["plain"], atol=1e-6)  # the LSTM's [B, T, n] or the unit's
+    table, _ = scaled.decoder.adaptive_softmax.tied_input.weights_for_band(0)
+    assert torch.equal(table, plain.decoder.adaptive_softmax.tied_input.weights_for_band(0)[0])
+
+
+@pytest.mark.parametrize("scale, line", [(0.0, "--map-scale must be a positive number, got 0.0"),
+                                         (-1.0, "--map-scale must be a positive number, got -1.0"),
+                                         (float("nan"), "map_scale=nan is not a finite number")])
+def test_a_map_scale_that_is_no_positive_number_is_refused(scale, line):
+    with pytest.raises(UserError, match=line):  # nan: the config bounds' own line
+        tiny_lstm(map_scale=scale)

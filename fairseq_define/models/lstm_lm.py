@@ -21,6 +21,7 @@ per stream, reset at a stream's first segment), as truncated BPTT.
 """
 
 import logging
+import math
 from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Optional
@@ -77,6 +78,14 @@ class LSTMLMConfig(DefineConfig):
                   "move every gate by one vector; under AWD-LSTM's SGD no embedding measured trained "
                   "worse with it and the authors' unit far better (docs/stability.md). Outputs unchanged"},
     )
+    map_scale: float = field(
+        default=1.0,
+        metadata={"help": "multiplies the map's output, which the LSTM (or the DeFINE unit) reads: 1 as Merity et "
+                  "al.'s LSTM; sqrt(n) as fairseq scales an adaptive input (Table 1a's rows at CPU scale: under "
+                  "Adam an LSTM reading the unscaled adaptive input, entries of about n^-1/2, saturated its first "
+                  "layer and stayed at the unigram perplexity; docs/language_models.md). The tied softmax reads "
+                  "the tables unscaled"},
+    )
     define_map_dim: int = field(
         default=256, metadata={"help": "n: width of the map (and of the last LSTM layer and the tied softmax)"}
     )
@@ -99,7 +108,10 @@ class LSTMLanguageModel(DefineLanguageModel):
         n = cfg.define_map_dim
         # the map outputs n dims; bands narrower than n are projected to n (Table 1a)
         adaptive = adaptive_map(cfg, dictionary, n)
-        embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, 1.0)
+        scale = getattr(cfg, "map_scale", 1.0)  # absent from older configs
+        if not (math.isfinite(scale) and scale > 0):
+            raise DefineConfigError(f"--map-scale must be a positive number, got {scale}")
+        embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, scale)
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
 
     def stock_form(self, cfg):
@@ -117,7 +129,8 @@ class LSTMLanguageModel(DefineLanguageModel):
         n = widths.pop()
         asm = dec.adaptive_softmax
         adaptive = asm.n_clusters > 0
-        weights = {"decoder.embed_tokens.weight": token_table(dec.embed_tokens)}  # [V, m]
+        # the input scale of the map alone folds into fairseq's table (its lookup is linear)
+        weights = {"decoder.embed_tokens.weight": token_table(dec.embed_tokens) * dec.input_scale}  # [V, m]
         for i, layer in enumerate(dec.layers):
             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                 weights[f"decoder.layers.{i}.{name}"] = getattr(layer, f"{name}_l0").detach().clone()
@@ -183,12 +196,16 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
             logger.info("LSTM: input-weight gradients of layer(s) %s centred on the batch-mean input "
                         "(--lstm-input-centring %s)", ",".join(map(str, centred)), cfg.lstm_input_centring)
         self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input, bias=not cfg.no_softmax_bias)
+        # the map alone is the embedding: its output is scaled here (a DeFINE unit scales its input itself)
+        self.input_scale = getattr(cfg, "map_scale", 1.0) if embed_tokens is adaptive_input else 1.0
 
     def step(self, tokens, state=None):
         """(output after dropout [B, T, n], new state, extra with the last layer's raw output
         for AR/TAR)."""
         cfg, training = self.cfg, self.training
         x = self.embed_tokens(tokens)  # [B, T, m]
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
         x = embedding_dropout(tokens, x, len(self.dictionary), cfg.dropout_embedding, training)
         x = locked_dropout(x, cfg.dropout_input, training)
         new_state = []
@@ -223,7 +240,11 @@ _T1A = "LSTM language model on WikiText-103 (Table 1a)"
 _T1A_WT2 = "Table 1a's LSTM at CPU scale on WikiText-2: 2 LSTM layers of 1024, adaptive cutoffs 4000,20000"
 # Table 1a at CPU scale: half the layers, WikiText-2's bands (its 33,278 types: about 12% and
 # 60% of them in the first two), as study 4's transformer_lm
-WT2_SCALE = dict(adaptive_cutoff="4000,20000", lstm_layers=2, lstm_hidden_dim=1024)
+# The map's output scaled by sqrt(n) (n = 256 in both presets), as fairseq scales an adaptive
+# input: unscaled, the R2 model stayed at the unigram perplexity under Adam (its first LSTM
+# layer saturated while its input was small); both rows alike, so that the unit is their only
+# difference
+WT2_SCALE = dict(adaptive_cutoff="4000,20000", lstm_layers=2, lstm_hidden_dim=1024, map_scale=math.sqrt(256))
 # Table 6: GLT uses 4 groups in every layer and in Reduce, the others the default g_max
 _T6 = "Transformations in DeFINE, LSTM on WikiText-103, N=7, n=m=384, k=1024 (Table 6)"
 _T7 = "Depth N and width k of DeFINE, LSTM on WikiText-103, n=m (Table 7)"
