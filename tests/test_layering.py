@@ -273,8 +273,8 @@ def _defined_names(path: Path) -> Set[str]:
 
 
 def missing_names(root: Path = ROOT) -> List[str]:
-    """``from fairseq_define.x import name`` anywhere in ``IMPORTING_DIRS`` where ``name`` is
-    neither a submodule of x nor bound at x's top level: an ImportError waiting for the day
+    """``from fairseq_define.X import NAME`` anywhere in ``IMPORTING_DIRS`` where NAME is
+    neither a submodule of X nor bound at X's top level: an ImportError waiting for the day
     the script runs (benchmarks/collapse_probe.py imported a class the stability refactor
     removed)."""
     found = []
