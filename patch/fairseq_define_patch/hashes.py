@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "2547f3536dd4828a3508a7984d79bb00d84b0976017f598e9071f248b57ec08b",
+        "75c35a41810bc965d2f5ef8bd7bfc720aef975e1bf9d9899c02bf0d21f458c61",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,

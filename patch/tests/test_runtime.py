@@ -364,3 +364,26 @@ def test_archive_metadata_counts_in_the_size_bound(tmp_path):
     hub_archives._scan_headers(str(path), "gz", 20_000)
     with pytest.raises(fairseq.UserError, match="unpack to more than 5,000"):
         hub_archives._scan_headers(str(path), "gz", 5_000)
+
+
+@pytest.mark.parametrize("model_group", ["dictconfig", "namespace"])
+def test_a_task_setting_overridden_where_the_command_line_builds_the_task_is_refused(monkeypatch, model_group):
+    """fairseq-generate, -interactive and -eval-lm take their task from their command line: an
+    override of a setting only the task holds changes nothing there; the model's own settings
+    pass, whether the stored model group is a DictConfig or a Namespace (an architecture
+    without a dataclass)."""
+    from omegaconf import OmegaConf
+
+    from fairseq_define_patch.runtime import model_overrides
+
+    model = {"_name": "transformer", "encoder_layers_to_keep": None, "max_source_positions": 1024}
+    cfg = OmegaConf.create({"task": {"_name": "translation", "max_source_positions": 1024, "data": "bin"},
+                            "model": Namespace(**model) if model_group == "namespace" else model},
+                           flags={"allow_objects": True})
+    monkeypatch.setattr("sys.argv", ["fairseq-generate"])
+    model_overrides.check_model_overrides({"encoder_layers_to_keep": "0", "max_source_positions": 512}, cfg)
+    with pytest.raises(fairseq.UserError, match="'data': is the task's, which fairseq-generate builds from its own "
+                                                "command line, so the override would change nothing; give --data x"):
+        model_overrides.check_model_overrides({"data": "x"}, cfg)
+    monkeypatch.setattr("sys.argv", ["fairseq-validate"])  # its task is the stored one, overrides applied
+    model_overrides.check_model_overrides({"data": "x"}, cfg)

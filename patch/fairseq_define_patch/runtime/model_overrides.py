@@ -246,8 +246,13 @@ def _check_task_settings_reach_the_task(overrides, cfg, source):
     task_cfg, model_cfg = cfg.get("task", None), cfg.get("model", None)
     if not source.startswith("--") or prog not in _OWN_TASK or not isinstance(task_cfg, DictConfig):
         return
-    model = set(_config_keys(model_cfg)) | _model_option_names(model_cfg) if model_cfg is not None else set()
-    task_only = [k for k in overrides if k in task_cfg and k not in model]
+    in_task = [k for k in overrides if k in task_cfg]
+    if not in_task:
+        return
+    # the model's group: a DictConfig, or a Namespace (an architecture without a dataclass)
+    model = set(vars(model_cfg)) if isinstance(model_cfg, Namespace) else set(_config_keys(model_cfg or DictConfig({})))
+    model |= _model_option_names(model_cfg) if model_cfg is not None else set()
+    task_only = [k for k in in_task if k not in model]
     if task_only:
         raise UserError(
             "{} {}: {} the task's, which {} builds from its own command line, so the override would "
