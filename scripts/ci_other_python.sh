@@ -2,8 +2,7 @@
 # CI on a Python other than the suite's 3.11 (3.12, 3.13). First the patch alone, as a user of
 # stock fairseq installs it with the newest pip: a fresh venv, pip upgraded, torch, the patch
 # (patch/), fairseq 0.12.2 with --no-deps, --apply, then the patch's own suite (patch/tests:
-# stock fairseq-preprocess, -train, -generate with a stock transformer; no plugin installed)
-# and fairseq's own tests.
+# stock fairseq-preprocess, -train, -generate with a stock transformer; no plugin installed).
 # Then, in that venv, the plugin's set-up through make (torch from PyPI there, its CUDA build),
 # the patch's check, the in-process tests (pytest -m "not cli")
 # and one translation and one language model through the stock CLIs with --user-dir on the
@@ -42,13 +41,6 @@ PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "./patch[te
     || die "the plugin is installed in the patch-alone venv"
 step "the patch's suite on Python $VER (stock fairseq CLIs, no plugin)"
 (cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider)
-# fairseq's own tests on the patch alone (the v0.12.2 tag's: FAIRSEQ_SRC, else ../shared's archive)
-if [ -n "${FAIRSEQ_SRC:-}" ] || [ -f "$ROOT/../shared/fairseq/fairseq-v0.12.2-tests.tar.gz" ]; then
-    step "fairseq's own tests on the patch alone, Python $VER"
-    PYTHON="$BIN/python" bash scripts/run_fairseq_tests.sh
-else
-    step "fairseq's own tests: skipped (no FAIRSEQ_SRC and no ../shared/fairseq archive)"
-fi
 
 step "set-up: make setup PYTHON=$PY VENV=$VENV (Python $VER), in that venv"
 make setup PYTHON="$PY" VENV="$VENV"
