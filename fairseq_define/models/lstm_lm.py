@@ -109,7 +109,7 @@ class LSTMLanguageModel(DefineLanguageModel):
         # the map outputs n dims; bands narrower than n are projected to n (Table 1a)
         adaptive = adaptive_map(cfg, dictionary, n)
         scale = getattr(cfg, "map_scale", 1.0)  # absent from older configs
-        if not (math.isfinite(scale) and scale > 0):
+        if scale <= 0:  # a nan or inf the config bounds refuse before
             raise DefineConfigError(f"--map-scale must be a positive number, got {scale}")
         embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, scale)
         return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
