@@ -325,6 +325,16 @@ def set_jobs(jobs: int) -> None:
         logger.info("--jobs %d: %d arms at a time, %s thread(s) each", jobs, jobs, os.environ["OMP_NUM_THREADS"])
 
 
+def training_threads() -> int:
+    """The threads a training subprocess computes on: OMP_NUM_THREADS as :func:`set_jobs` (or
+    the caller) set it, else torch's default, which this process shares (its own count may
+    differ: torch reads the variable once, at its first use here)."""
+    import torch
+
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else torch.get_num_threads()
+
+
 def run_arms(arms: Sequence[Arm], workdir: Path, run_one: Callable[[Arm, Path], dict],
              budget: Optional[Budget] = None, jobs: int = 1, records: Optional[Path] = None,
              train: bool = True) -> Dict[str, dict]:

@@ -64,8 +64,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import torch
-
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import write_text
 from fairseq_define.tools.train_log import train_seconds_per_update
@@ -90,6 +88,7 @@ from .common import (
     select_arms,
     set_jobs,
     train_arm,
+    training_threads,
     write_report,
 )
 
@@ -405,7 +404,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               "valid_ppl",
                               extra={"model": model.label, "checkpoint": ckpt.name, "eval_args": list(model.eval_args),
                                      "ms_per_update": None if seconds is None else round(1000 * seconds, 1),
-                                     "threads": torch.get_num_threads(),
+                                     "threads": training_threads(),
                                      "test_scores": str(scores.relative_to(out_dir))})
 
         mine = [a for a in chosen if a.name.startswith(model.prefix)]

@@ -173,6 +173,28 @@ def test_each_keeps_order_and_runs_jobs_at_a_time():
     assert each(list(range(5)), slow_square, jobs=1) == [0, 1, 4, 9, 16]
 
 
+@pytest.mark.parametrize("omp,expected", [("1", 1), ("3", 3), (None, None), ("", None)])
+def test_a_record_names_the_threads_its_training_ran_on(monkeypatch, omp, expected):
+    """The threads a study records are its training subprocesses' (OMP_NUM_THREADS, as
+    --jobs sets it), not this process's: torch read the variable at its first use, before
+    --jobs set it (stop 64's records said 2 for trainings that ran on one thread each)."""
+    import torch
+
+    from studies.common import set_jobs, training_threads
+
+    if omp is None:  # set first, so that the teardown restores what --jobs sets below
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        monkeypatch.delenv("OMP_NUM_THREADS")
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    assert training_threads() == (torch.get_num_threads() if expected is None else expected)
+    if omp is None:  # --jobs N sets it for the subprocesses, whatever this process computes on
+        monkeypatch.setattr("os.cpu_count", lambda: 4)
+        set_jobs(2)
+        assert training_threads() == 2
+
+
 def test_each_raises_the_first_error_and_starts_nothing_after_it():
     from studies.common import each
 
