@@ -112,7 +112,9 @@ class LSTMLanguageModel(DefineLanguageModel):
         if scale <= 0:  # a nan or inf the config bounds refuse before
             raise DefineConfigError(f"--map-scale must be a positive number, got {scale}")
         embed = define_on_map(options, dictionary, adaptive, options.out_dim or n, scale)
-        return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive)
+        # the map alone is the embedding: the decoder scales its output (a DeFINE unit scales its input itself)
+        input_scale = scale if embed is adaptive else 1.0
+        return LSTMLanguageModelDecoder(cfg, dictionary, embed, adaptive, input_scale=input_scale)
 
     def stock_form(self, cfg):
         """fairseq's ``lstm_lm`` where it computes the same function (models/stock_form.py):
@@ -180,7 +182,9 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
     incremental_state_key = "hidden"
     state_batch_dim = 1  # the state: (h, c) per layer, each [1, B, H or n]
 
-    def __init__(self, cfg, dictionary, embed_tokens, adaptive_input):
+    def __init__(self, cfg, dictionary, embed_tokens, adaptive_input, input_scale: float = 1.0):
+        """``input_scale``: multiplies the embedding's output (the model's --map-scale where the
+        map alone is the embedding)."""
         super().__init__(dictionary)
         self.cfg = cfg
         self.embed_tokens = embed_tokens
@@ -196,8 +200,7 @@ class LSTMLanguageModelDecoder(StreamStateDecoder):
             logger.info("LSTM: input-weight gradients of layer(s) %s centred on the batch-mean input "
                         "(--lstm-input-centring %s)", ",".join(map(str, centred)), cfg.lstm_input_centring)
         self.adaptive_softmax = ProjectedAdaptiveSoftmax(adaptive_input, bias=not cfg.no_softmax_bias)
-        # the map alone is the embedding: its output is scaled here (a DeFINE unit scales its input itself)
-        self.input_scale = getattr(cfg, "map_scale", 1.0) if embed_tokens is adaptive_input else 1.0
+        self.input_scale = input_scale
 
     def step(self, tokens, state=None):
         """(output after dropout [B, T, n], new state, extra with the last layer's raw output
