@@ -65,7 +65,7 @@ SHA256: Dict[str, Tuple[Optional[str], str]] = {
     ),
     "fairseq/_define_runtime/model_overrides.py": (
         None,
-        "75c35a41810bc965d2f5ef8bd7bfc720aef975e1bf9d9899c02bf0d21f458c61",
+        "5e46770f855d1806cb56e2831115b67537d7cf0711ddadace4127f964fc60365",
     ),
     "fairseq/_define_runtime/precision_devices.py": (
         None,

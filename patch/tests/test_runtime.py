@@ -383,7 +383,8 @@ def test_a_task_setting_overridden_where_the_command_line_builds_the_task_is_ref
     monkeypatch.setattr("sys.argv", ["fairseq-generate"])
     model_overrides.check_model_overrides({"encoder_layers_to_keep": "0", "max_source_positions": 512}, cfg)
     with pytest.raises(fairseq.UserError, match="'data': is the task's, which fairseq-generate builds from its own "
-                                                "command line, so the override would change nothing; give --data x"):
+                                                "command line, so the override would change nothing; give x \\(the "
+                                                "data directory, first positional argument\\) instead"):
         model_overrides.check_model_overrides({"data": "x"}, cfg)
     monkeypatch.setattr("sys.argv", ["fairseq-validate"])  # its task is the stored one, overrides applied
     model_overrides.check_model_overrides({"data": "x"}, cfg)

@@ -258,6 +258,14 @@ def _check_task_settings_reach_the_task(overrides, cfg, source):
             "{} {}: {} the task's, which {} builds from its own command line, so the override would "
             "change nothing; give {} instead".format(
                 source, ", ".join(map(repr, task_only)), "is" if len(task_only) == 1 else "are", prog,
-                " ".join("--{} {}".format(k.replace("_", "-"), overrides[k]) for k in task_only),
+                " ".join(_as_argument(k, overrides[k]) for k in task_only),
             )
         )
+
+
+def _as_argument(key, value) -> str:
+    """A task setting as its tool's command line takes it: fairseq's ``data`` is positional
+    (gen_parser_from_dataclass adds it without --), every other setting an option."""
+    return "{} (the data directory, first positional argument)".format(value) if key == "data" else "--{} {}".format(
+        key.replace("_", "-"), value
+    )
