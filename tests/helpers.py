@@ -164,14 +164,15 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     return proc
 
 
-# the console scripts run_in_process runs through their cli_main (setup.py of fairseq 0.12.2)
-IN_PROCESS = {"fairseq-train": "fairseq_cli.train", "fairseq-generate": "fairseq_cli.generate",
-              "fairseq-validate": "fairseq_cli.validate", "fairseq-eval-lm": "fairseq_cli.eval_lm",
-              "fairseq-preprocess": "fairseq_cli.preprocess"}
+# the console scripts run_in_process runs, as their entry points (setup.py of fairseq 0.12.2, and ours)
+IN_PROCESS = {"fairseq-train": "fairseq_cli.train:cli_main", "fairseq-generate": "fairseq_cli.generate:cli_main",
+              "fairseq-validate": "fairseq_cli.validate:cli_main", "fairseq-eval-lm": "fairseq_cli.eval_lm:cli_main",
+              "fairseq-preprocess": "fairseq_cli.preprocess:cli_main",
+              "fairseq-define-export": "fairseq_define.tools.export:main"}
 
 
 def run_in_process(*cmd, check=True, env=None):
-    """:func:`run_cli` inside the test's own process: the console script's ``cli_main`` with
+    """:func:`run_cli` inside the test's own process: the console script's entry point with
     ``sys.argv`` set, its logging and printed output (stdout and stderr) captured as the
     CompletedProcess's stdout. It saves the start of a process (torch, fairseq and its tasks,
     seconds each time); for runs where a subprocess proves nothing more. The state fairseq
@@ -189,7 +190,8 @@ def run_in_process(*cmd, check=True, env=None):
     from fairseq import checkpoint_utils
 
     cmd = in_the_process(cmd)
-    module = importlib.import_module(IN_PROCESS[cmd[0]])
+    module_name, function = IN_PROCESS[cmd[0]].split(":")
+    module = importlib.import_module(module_name)
     # fairseq keeps the best validation loss (and --patience's count) on functions: a fresh
     # run starts without them
     functions = (checkpoint_utils.save_checkpoint, getattr(module, "should_stop_early", None))
@@ -213,8 +215,8 @@ def run_in_process(*cmd, check=True, env=None):
         root.addHandler(handler)
         root.setLevel(logging.INFO)
         with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-            try:
-                module.cli_main()
+            try:  # fairseq's entry points return None; ours the exit status their console script exits with
+                returncode = getattr(module, function)() or 0
             except SystemExit as e:  # argparse and the tools' own exits
                 returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
     finally:

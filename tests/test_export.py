@@ -389,9 +389,11 @@ def test_a_model_without_a_stock_form_is_refused_in_one_line(lm_runs, tmp_path, 
 
 
 def test_bad_input_is_refused_in_one_line_and_nothing_is_written(trained, tmp_path_factory):
+    """In the test's process (the refusal from the console script, its exit code: the test
+    above)."""
     ckpt = trained / "checkpoint_last.pt"
     stock = tmp_path_factory.mktemp("stock") / "export.pt"
-    run_cli("fairseq-define-export", ckpt, stock)
+    run_in_process("fairseq-define-export", ckpt, stock)
     tmp_path = tmp_path_factory.mktemp("bad")
     text = tmp_path / "notes.txt"
     text.write_text("not a checkpoint\n", encoding="utf-8")
@@ -409,7 +411,7 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(trained, tmp_pa
     ]
     before = snapshot(tmp_path)
     for source, dest, expected in cases:
-        proc = run_cli("fairseq-define-export", source, dest, check=False)
+        proc = run_in_process("fairseq-define-export", source, dest, check=False)
         assert_user_error(proc, "fairseq-define-export", expected)
     assert snapshot(tmp_path) == before
 
