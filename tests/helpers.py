@@ -168,7 +168,8 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
 IN_PROCESS = {"fairseq-train": "fairseq_cli.train:cli_main", "fairseq-generate": "fairseq_cli.generate:cli_main",
               "fairseq-validate": "fairseq_cli.validate:cli_main", "fairseq-eval-lm": "fairseq_cli.eval_lm:cli_main",
               "fairseq-preprocess": "fairseq_cli.preprocess:cli_main",
-              "fairseq-define-export": "fairseq_define.tools.export:main"}
+              "fairseq-define-export": "fairseq_define.tools.export:main",
+              "fairseq-define-cache-tables": "fairseq_define.tools.cache_tables:main"}
 
 
 def run_in_process(*cmd, check=True, env=None):

@@ -248,12 +248,14 @@ def nmt_export(request, wmt_bin, trained, tmp_path_factory):
         data, ckpt = wmt_bin / "bin", trained / "checkpoint_last.pt"
         if name.endswith("cached"):
             cached = tmp_path_factory.mktemp("cached") / "cached.pt"
-            run_cli("fairseq-define-cache-tables", "--path", ckpt, "--output", cached, "--data", data)
+            run_in_process("fairseq-define-cache-tables", "--path", ckpt, "--output", cached, "--data", data)
             ckpt = cached
     else:
         data, ckpt = map(Path, made_once(tmp_path_factory, f"export_{name}", lambda f: train_nmt(wmt_bin, f, name)))
     out = tmp_path_factory.mktemp("export") / "export.pt"
-    log = run_cli("fairseq-define-export", ckpt, out).stdout
+    # in the test's process: the tests run the export with stock fairseq in processes of their own,
+    # and the console script's export is the language models' test below
+    log = run_in_process("fairseq-define-export", ckpt, out).stdout
     return data, ckpt, out, log
 
 
@@ -313,7 +315,8 @@ def test_the_export_holds_only_stock_settings_and_classes(nmt_export):
 def test_ctranslate2_greedy_output_and_scores_equal_fairseq_generate(nmt_export, wmt_bin, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2")
     data, ckpt, out, _ = nmt_export
-    log = run_cli(
+    # in the test's process: that stock fairseq needs no plugin for the export is the tests' above
+    log = run_in_process(
         "fairseq-define-export", ckpt, tmp_path / "export.pt", "--data", data, "--ct2", tmp_path / "ct2"
     ).stdout
     assert f"wrote {tmp_path / 'ct2'}: the CTranslate2 model (float32)" in log
@@ -322,12 +325,12 @@ def test_ctranslate2_greedy_output_and_scores_equal_fairseq_generate(nmt_export,
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", compute_type="float32")
     ct2 = [" ".join(r.hypotheses[0]) for r in translator.translate_batch(source, beam_size=1, max_decoding_length=20)]
     gen = hypotheses(
-        run_cli("fairseq-generate", data, "--path", out, *GENERATE[:2], "--beam", "1", *GENERATE[4:]).stdout
+        run_in_process("fairseq-generate", data, "--path", out, *GENERATE[:2], "--beam", "1", *GENERATE[4:]).stdout
     )
     assert len(gen) == len(source) == 40
     assert ct2 == [gen[i][1] for i in range(len(source))]
     scores = [r.log_probs for r in translator.score_batch(source, target)]
-    ref = positional(run_cli("fairseq-generate", data, "--path", out, *GENERATE, "--score-reference").stdout)
+    ref = positional(run_in_process("fairseq-generate", data, "--path", out, *GENERATE, "--score-reference").stdout)
     for i, s in enumerate(scores):  # P- lines: base 2, 4 decimals
         torch.testing.assert_close(torch.tensor(s) / math.log(2), torch.tensor(ref[i]), atol=2e-4, rtol=0)
 
