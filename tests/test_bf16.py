@@ -12,7 +12,7 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .helpers import TINY, USER_DIR, result, run_cli
+from .helpers import TINY, USER_DIR, result, run_cli, run_in_process
 
 NOTICE = "tensorboardX"  # fairseq's "Please install tensorboardX" line, silenced by the patch
 
@@ -57,7 +57,8 @@ def test_bf16_trains_on_the_cpu(bf16_nmt):
 
 @pytest.mark.cli
 def test_memory_efficient_bf16_trains_on_the_cpu(wmt_bin, tmp_path):
-    out = run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
+    # in the test's process: fairseq's notice at import is the fixture's process's to show
+    out = run_in_process("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
                   *TINY, "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
                   "--max-update", "30", "--save-dir", tmp_path, "--no-epoch-checkpoints", "--cpu",
                   "--memory-efficient-bf16", "--log-format", "simple", "--log-interval", "10", "--seed", "3").stdout
@@ -74,9 +75,10 @@ def test_bf16_checkpoint_translates_with_and_without_bf16(wmt_bin, bf16_nmt):
     fairseq-generate runs the model in float32, or in bfloat16 with ``--bf16`` (fairseq 0.12.2's
     generate ignored the flag; test_silent_settings.py checks that the scores move)."""
     _, ckpt = bf16_nmt
-    outs = [run_cli("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset",
-                    "test", "--beam", "2", "--max-len-b", "10", "--batch-size", "20", "--cpu", *flag).stdout
-            for flag in ([], ["--bf16"])]
+    # float32 in the test's process; --bf16 from the console script (fairseq's notice at import)
+    outs = [run(("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset",
+                 "test", "--beam", "2", "--max-len-b", "10", "--batch-size", "20", "--cpu", *flag)).stdout
+            for run, flag in ((lambda cmd: run_in_process(*cmd), []), (lambda cmd: run_cli(*cmd), ["--bf16"]))]
     assert [len(hypotheses(out)) for out in outs] == [40, 40]
     assert all(NOTICE not in out for out in outs)
 
@@ -91,7 +93,7 @@ def test_transformer_lm_trains_and_evaluates_in_bf16(wt2_bin, tmp_path):
     valid = float(re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", out)[-1])
     evals = [
         result(
-            run_cli(
+            run_in_process(
                 "fairseq-eval-lm",
                 wt2_bin,
                 "--user-dir",
@@ -198,7 +200,7 @@ def test_resume_with_bf16_and_without_it(wmt_bin, bf16_nmt, tmp_path):
             "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
             "--max-update", "33", "--save-dir", tmp_path, "--no-save", "--cpu", "--disable-validation",
             "--log-format", "simple", "--log-interval", "1", "--seed", "3"]
-    out = run_cli("fairseq-train", *args, "--bf16").stdout
+    out = run_in_process("fairseq-train", *args, "--bf16").stdout  # the refusal below: the console script's
     assert "Loaded checkpoint" in out and "num_updates 33" in out
     loss = train_losses(out)
     assert len(loss) == 3 and all(math.isfinite(x) for x in loss), loss
