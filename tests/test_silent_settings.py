@@ -4,7 +4,7 @@ real command-line tools on the shared tiny checkpoints (docs/errors.md)."""
 
 import pytest
 
-from .helpers import USER_DIR, assert_user_error, run_cli
+from .helpers import USER_DIR, assert_user_error, run_cli, run_in_process
 
 
 def _generate(wmt_bin, trained, *flags):
@@ -42,9 +42,10 @@ def lm(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("silent_lm")
     data = binarize_ptb_slice(d, 300, 40)
-    run_cli("fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
-            "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "2",
-            "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "ck", "--no-epoch-checkpoints")
+    run_in_process("fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
+                   "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update",
+                   "2", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--save-dir", d / "ck",
+                   "--no-epoch-checkpoints")
     return data, d / "ck" / "checkpoint_last.pt"
 
 
@@ -68,7 +69,7 @@ def _scores(tool, out):
 @pytest.mark.parametrize("tool", ["generate", "eval-lm"])
 def test_bf16_runs_inference_in_bfloat16(wmt_bin, trained, lm, tool):
     command = (lambda *f: _generate(wmt_bin, trained, *f)) if tool == "generate" else (lambda *f: _eval_lm(lm, *f))
-    full, half = (_scores(tool, run_cli(*command(*flags), timeout=300).stdout) for flags in ([], ["--bf16"]))
+    full, half = (_scores(tool, run_in_process(*command(*flags)).stdout) for flags in ([], ["--bf16"]))
     assert full and len(half) == len(full)
     assert half != full  # bfloat16 rounds the weights: the scores move (a little)
 
@@ -140,10 +141,10 @@ def test_a_resumed_optimizer_runs_with_the_commands_settings(lm, tmp_path):
     train = ("fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch",
              "define_transformer_lm_tiny", "--tokens-per-sample", "32", "--max-tokens", "256", "--max-update", "3",
              "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--no-epoch-checkpoints", "--restore-file", ckpt)
-    same = run_cli(*train, "--save-dir", tmp_path / "same", timeout=300).stdout
+    same = run_in_process(*train, "--save-dir", tmp_path / "same").stdout
     assert "resuming with this command's" not in same  # the settings it trained with: nothing to say
-    out = run_cli(*train, "--save-dir", tmp_path / "new", "--weight-decay", "0.1", "--adam-eps", "1e-6",
-                  "--adam-betas", "(0.8, 0.9)", timeout=300).stdout
+    out = run_in_process(*train, "--save-dir", tmp_path / "new", "--weight-decay", "0.1", "--adam-eps", "1e-6",
+                         "--adam-betas", "(0.8, 0.9)").stdout
     assert "resuming with this command's weight_decay 0.1 (the checkpoint's optimizer ran with 0.0)" in out
     state = safe_torch_load(str(tmp_path / "new" / "checkpoint_last.pt"))
     group = state["last_optimizer_state"]["param_groups"][0]
@@ -161,12 +162,12 @@ def _hypotheses(out):
 @pytest.mark.cli
 def test_layer_pruning_keeps_the_unit_and_the_other_stack(wmt_bin, trained, lm):
     def generate(overrides):
-        return run_cli(*_generate(wmt_bin, trained, "--model-overrides", overrides), timeout=300).stdout
+        return run_in_process(*_generate(wmt_bin, trained, "--model-overrides", overrides)).stdout
 
-    full = _hypotheses(run_cli(*_generate(wmt_bin, trained), timeout=300).stdout)
+    full = _hypotheses(run_in_process(*_generate(wmt_bin, trained)).stdout)
     assert _hypotheses(generate("{'encoder_layers_to_keep': '0,1', 'decoder_layers_to_keep': '0,1'}")) == full
     assert len(_hypotheses(generate("{'decoder_layers_to_keep': '1'}"))) == 40
-    out = run_cli(*_eval_lm(lm, "--model-overrides", "{'decoder_layers_to_keep': '0'}"), timeout=300).stdout
+    out = run_in_process(*_eval_lm(lm, "--model-overrides", "{'decoder_layers_to_keep': '0'}")).stdout
     assert _scores("eval-lm", out)
 
 
