@@ -753,11 +753,12 @@ def test_user_dir_that_is_a_file(tmp_path):
 # fairseq's own transformer, one update, no --user-dir).
 @pytest.fixture(scope="module")
 def cli_slices(tmp_path_factory):
-    from .helpers import TEST_DATA, TINY_STOCK_TRANSFORMER, binarize_ptb_slice, head, run_cli
+    from .helpers import TEST_DATA, TINY_STOCK_TRANSFORMER, binarize_ptb_slice, head, run_in_process
 
+    # the fixture's checkpoints, made in the test's process: the mistakes below are the console scripts'
     d = tmp_path_factory.mktemp("cli_slices")
     lm = binarize_ptb_slice(d, 300, 40)
-    run_cli(
+    run_in_process(
         "fairseq-train",
         lm,
         "--user-dir",
@@ -784,9 +785,9 @@ def cli_slices(tmp_path_factory):
     for split, count in (("train", 200), ("valid", 30)):
         for lang in ("en", "de"):
             head(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.{lang}", 0, count)
-    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref", d / "valid",
-            "--destdir", d / "mt", "--joined-dictionary", "--workers", "1")
-    run_cli(
+    run_in_process("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train", "--validpref",
+                   d / "valid", "--destdir", d / "mt", "--joined-dictionary", "--workers", "1")
+    run_in_process(
         "fairseq-train",
         d / "mt",
         *TINY_STOCK_TRANSFORMER,
