@@ -1,9 +1,11 @@
+import codecs
 import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from subword_nmt.apply_bpe import BPE
 
 # Under pytest-xdist (make test: two workers on two cores) each worker and the CLIs it
 # starts use one thread, so the workers do not fight over the cores.
@@ -91,13 +93,18 @@ def make_wmt_bin(d):
             shutil.copyfile(TEST_DATA / "wmt_news" / f"{split}.{lang}", d / f"{split}.tok.{lang}")
     run_cli("subword-nmt", "learn-joint-bpe-and-vocab", "--input", d / "train.tok.en", d / "train.tok.de",
             "-s", "600", "-o", d / "codes", "--write-vocabulary", d / "voc.en", d / "voc.de")
+    # apply-bpe and binarizing in this process: subword-nmt's BPE class as its apply-bpe runs it
+    # (codecs' UTF-8 reader, a line at a time), fairseq-preprocess's cli_main
+    with codecs.open(str(d / "codes"), encoding="utf-8") as codes:
+        bpe = BPE(codes)
     for split in ("train", "valid", "test"):
         for lang in ("en", "de"):
-            out = run_cli("subword-nmt", "apply-bpe", "-c", d / "codes", "--input", d / f"{split}.tok.{lang}").stdout
+            with codecs.open(str(d / f"{split}.tok.{lang}"), encoding="utf-8") as f:
+                out = "".join(bpe.process_line(line) for line in f)
             (d / f"{split}.bpe.{lang}").write_text(out, encoding="utf-8")
-    run_cli("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train.bpe", "--validpref",
-            d / "valid.bpe", "--testpref", d / "test.bpe", "--destdir", d / "bin", "--joined-dictionary",
-            "--workers", "1")
+    run_in_process("fairseq-preprocess", "-s", "en", "-t", "de", "--trainpref", d / "train.bpe", "--validpref",
+                   d / "valid.bpe", "--testpref", d / "test.bpe", "--destdir", d / "bin", "--joined-dictionary",
+                   "--workers", "1")
     return d
 
 
