@@ -164,12 +164,12 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     return proc
 
 
-# the console scripts run_in_process runs, as their entry points (setup.py of fairseq 0.12.2, and ours)
-IN_PROCESS = {"fairseq-train": "fairseq_cli.train:cli_main", "fairseq-generate": "fairseq_cli.generate:cli_main",
-              "fairseq-validate": "fairseq_cli.validate:cli_main", "fairseq-eval-lm": "fairseq_cli.eval_lm:cli_main",
-              "fairseq-preprocess": "fairseq_cli.preprocess:cli_main",
-              "fairseq-define-export": "fairseq_define.tools.export:main",
-              "fairseq-define-cache-tables": "fairseq_define.tools.cache_tables:main"}
+def entry_point(script: str) -> str:
+    """The installed console script's ``module:function`` (fairseq's setup.py and ours)."""
+    from importlib.metadata import entry_points
+
+    (point,) = [p for p in entry_points(group="console_scripts") if p.name == script]
+    return point.value
 
 
 def run_in_process(*cmd, check=True, env=None):
@@ -191,7 +191,7 @@ def run_in_process(*cmd, check=True, env=None):
     from fairseq import checkpoint_utils
 
     cmd = in_the_process(cmd)
-    module_name, function = IN_PROCESS[cmd[0]].split(":")
+    module_name, function = entry_point(cmd[0]).split(":")
     module = importlib.import_module(module_name)
     # fairseq keeps the best validation loss (and --patience's count) on functions: a fresh
     # run starts without them

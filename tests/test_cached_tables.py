@@ -155,8 +155,8 @@ def test_a_cached_table_refuses_to_train():
 
 def test_compressed_checkpoint_translates(wmt_bin, trained, tmp_path):
     compressed = tmp_path / "compressed.pt"
-    run_cli("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", compressed,
-            "--data", wmt_bin / "bin", "--refine-rounds", "3")
+    run_in_process("fairseq-define-compress", "--path", trained / "checkpoint_last.pt", "--output", compressed,
+                   "--data", wmt_bin / "bin", "--refine-rounds", "3")
     out = run_in_process("fairseq-generate", wmt_bin / "bin", "--user-dir", USER_DIR, "--path", compressed,
                          "--gen-subset", "test", "--beam", "3", "--max-len-b", "20", "--batch-size", "16",
                          "--cpu").stdout

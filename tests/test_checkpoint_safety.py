@@ -9,7 +9,7 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import CheckpointLoadError, load_checkpoint_to_cpu, safe_torch_load
 
-from .helpers import BIN, TINY, USER_DIR, run_cli
+from .helpers import BIN, TINY, USER_DIR, run_cli, run_in_process
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
@@ -84,7 +84,7 @@ def test_trusted_old_checkpoint_is_converted_once(trained, tmp_path, legacy):
                                                   "with: fairseq-define-trust-checkpoint"):
         safe_torch_load(str(old))
     new = tmp_path / "converted.pt"
-    run_cli("fairseq-define-trust-checkpoint", old, new)
+    run_in_process("fairseq-define-trust-checkpoint", old, new)  # its refusal below: the console script's
     converted = safe_torch_load(str(new))
     assert converted["extra_state"]["best"] == 3.5 and converted["extra_state"]["dtype"] == "float32"
     assert (
@@ -125,7 +125,7 @@ def test_average_checkpoints_loads_safely(trained, tmp_path):
     state = safe_torch_load(str(a))
     state["model"] = {k: v + 1 if v.is_floating_point() else v for k, v in state["model"].items()}
     torch.save(state, b)
-    run_cli("fairseq-define-average-checkpoints", "--inputs", a, b, "--output", tmp_path / "avg.pt")
+    run_in_process("fairseq-define-average-checkpoints", "--inputs", a, b, "--output", tmp_path / "avg.pt")
     avg = safe_torch_load(str(tmp_path / "avg.pt"))["model"]
     orig = safe_torch_load(str(a))["model"]
     k = next(k for k, v in orig.items() if v.is_floating_point())

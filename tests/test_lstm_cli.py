@@ -166,7 +166,8 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(ptb_bin, awd_trained, t
 
     ckpt, _ = awd_trained
     cached = tmp_path / "cached.pt"
-    out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
+    out = run_in_process("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output",
+                         cached).stdout
     assert "replaced by cached tables of" in out
     base = eval_lm(ptb_bin, ckpt, "--batch-size", "8").stdout
     assert re.search(r"Loss \(base 2\): .*", eval_lm(ptb_bin, cached, "--batch-size", "8").stdout).group(0) == \
@@ -191,7 +192,8 @@ def test_authors_style_trains_evaluates_and_caches(ptb_bin, tmp_path):
                          "--lr", "3e-3", "--batch-size", "8", "--max-update", "8", "--disable-validation",
                          "--save-dir", tmp_path).stdout
     assert re.search(r"define_lstm_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 8" in out
-    run_cli("fairseq-define-cache-tables", "--path", tmp_path / "checkpoint_last.pt", "--output", tmp_path / "c.pt")
+    run_in_process("fairseq-define-cache-tables", "--path", tmp_path / "checkpoint_last.pt", "--output",
+                   tmp_path / "c.pt")
     base = loss_base2(eval_lm(ptb_bin, tmp_path, "--batch-size", "8").stdout)
     assert loss_base2(eval_lm(ptb_bin, tmp_path / "c.pt", "--batch-size", "8").stdout) == base
 
@@ -204,7 +206,7 @@ def test_params_reproduce_tables_1a_and_1c():
         line = next(l for l in out.splitlines() if l.startswith(row))
         assert re.search(rf"{cols[0]} \({cols[0]}\)\s+{cols[1]} \({cols[1]}\)", line), line
     assert "unit: define (skip=mix): Expand 384->" in out
-    out = run_cli("fairseq-define-params", "--paper-table", "1c").stdout
+    out = run_in_process("fairseq-define-params", "--paper-table", "1c").stdout  # 1a above: the console script
     assert re.search(r"AWD-LSTM\s+DeFINE 0.00M .* total 24.22M", out)
     assert re.search(r"AWD-LSTM \+ DeFINE\s+DeFINE [0-9.]+M .*\(paper: 20M\)", out)
     assert re.search(r"AWD-LSTM \+ DeFINE \(authors\)\s+DeFINE 2\.18M .*total 21\.85M", out)
@@ -214,8 +216,8 @@ def test_compressed_checkpoint_evaluates_close_to_the_original(ptb_bin, awd_trai
     """Table 5's pipeline: cached DeFINE table and tied map as 32 x 16 compositional codes."""
     ckpt, _ = awd_trained
     out_path = tmp_path / "compressed.pt"
-    out = run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path,
-                  "--cache-define").stdout
+    out = run_in_process("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", out_path,
+                         "--cache-define").stdout  # the refusals below: the console script's
     sizes = re.search(r"look-up tables ([0-9.]+) MB -> ([0-9.]+) MB", out)
     assert sizes and float(sizes.group(2)) < float(sizes.group(1))
     base = loss_base2(eval_lm(ptb_bin, ckpt, "--batch-size", "8").stdout)

@@ -12,7 +12,7 @@ import torch
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import OutputExistsError, atomic_write, save_checkpoint, write_text
 
-from .helpers import assert_user_error, run_cli, snapshot
+from .helpers import assert_user_error, run_cli, run_in_process, snapshot
 
 
 @pytest.fixture
@@ -172,8 +172,8 @@ def test_average_refuses_an_existing_output_unless_asked(trained, tmp_path):
                    trained / "checkpoint_best.pt", "--output", best, check=False)
     assert_user_error(proc, "fairseq-define-average-checkpoints", f"{best} exists", "pass --overwrite to replace it")
     assert snapshot(tmp_path, trained) == before
-    run_cli("fairseq-define-average-checkpoints", "--inputs", trained / "checkpoint_last.pt",
-            trained / "checkpoint_best.pt", "--output", best, "--overwrite")
+    run_in_process("fairseq-define-average-checkpoints", "--inputs", trained / "checkpoint_last.pt",
+                   trained / "checkpoint_best.pt", "--output", best, "--overwrite")
     assert torch.load(best, weights_only=False)["model"]
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint_best.pt"]  # no temporary file left
 
@@ -181,5 +181,5 @@ def test_average_refuses_an_existing_output_unless_asked(trained, tmp_path):
 def test_average_never_writes_through_a_planted_link(trained, tmp_path, victim):
     out = tmp_path / "avg.pt"
     plant_links(fixed_and_likely_names(out), victim)
-    run_cli("fairseq-define-average-checkpoints", "--inputs", trained / "checkpoint_last.pt", "--output", out)
+    run_in_process("fairseq-define-average-checkpoints", "--inputs", trained / "checkpoint_last.pt", "--output", out)
     assert victim.read_bytes() == b"precious" and out.is_file() and not out.is_symlink()

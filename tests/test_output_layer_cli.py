@@ -11,7 +11,7 @@ import pytest
 import torch
 from fairseq.checkpoint_utils import safe_torch_load
 
-from .helpers import TINY, USER_DIR, made_once, run_cli, run_in_process, subprocess_run_interactive
+from .helpers import TINY, USER_DIR, made_once, run_in_process, subprocess_run_interactive
 
 # untied: a table per side and the paper's d-wide output layer; tied_unit: one shared embedding
 FORMS = {"untied": [], "tied_unit": ["--share-all-embeddings"]}
@@ -97,8 +97,8 @@ def test_interactive_translates(wmt_bin, run_dir):
 def test_cached_tables_score_as_the_live_units(wmt_bin, run_dir, tmp_path):
     _, folder, _ = run_dir
     cached = tmp_path / "cached.pt"
-    run_cli("fairseq-define-cache-tables", "--path", folder / "checkpoint_last.pt", "--output", cached,
-            "--data", wmt_bin / "bin")
+    run_in_process("fairseq-define-cache-tables", "--path", folder / "checkpoint_last.pt", "--output", cached,
+                   "--data", wmt_bin / "bin")
     live = positional(generate(wmt_bin, folder / "checkpoint_last.pt", "--score-reference"))
     got = positional(generate(wmt_bin, cached, "--score-reference"))
     assert got.keys() == live.keys() and len(live) == 40
@@ -109,8 +109,8 @@ def test_cached_tables_score_as_the_live_units(wmt_bin, run_dir, tmp_path):
 def test_compression_keeps_the_untied_output_layer(wmt_bin, run_dir, tmp_path):
     form, folder, _ = run_dir
     compressed = tmp_path / "compressed.pt"
-    run_cli("fairseq-define-compress", "--path", folder / "checkpoint_last.pt", "--output", compressed,
-            "--data", wmt_bin / "bin", "--refine-rounds", "2")
+    run_in_process("fairseq-define-compress", "--path", folder / "checkpoint_last.pt", "--output", compressed,
+                   "--data", wmt_bin / "bin", "--refine-rounds", "2")
     out = generate(wmt_bin, compressed)
     assert "stored as compositional codes" in out and len(hypotheses(out)) == 40
     before, after = (safe_torch_load(str(p))["model"] for p in (folder / "checkpoint_last.pt", compressed))
@@ -122,7 +122,7 @@ def test_compression_keeps_the_untied_output_layer(wmt_bin, run_dir, tmp_path):
 def test_averaged_checkpoints_generate(wmt_bin, run_dir, tmp_path):
     _, folder, _ = run_dir
     avg = tmp_path / "avg.pt"
-    run_cli(
+    run_in_process(
         "fairseq-define-average-checkpoints",
         "--inputs",
         folder / "checkpoint_1_4.pt",

@@ -68,8 +68,8 @@ def test_eval_lm_with_and_without_context_window(wt2_bin, trained, evaluated, na
 @pytest.mark.parametrize("name", list(MODELS))
 def test_cached_tables_evaluate_as_the_live_unit(wt2_bin, trained, evaluated, name, tmp_path):  # noqa: F811
     ckpt, _ = trained[name]
-    out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output",
-                  tmp_path / "cached.pt").stdout
+    out = run_in_process("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output",
+                         tmp_path / "cached.pt").stdout
     assert "replaced by cached tables of" in out
     assert eval_lm(wt2_bin, tmp_path / "cached.pt") == evaluated[name]
 
@@ -78,8 +78,8 @@ def test_compressed_adaptive_softmax_reads_the_coded_table(wt2_bin, trained, tmp
     """fairseq's adaptive softmax tied to a compressed band table scores with the decoded
     rows: the checkpoint holds the codes, not a second, uncompressed copy for the output."""
     ckpt, _ = trained["adaptive"]
-    run_cli("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", tmp_path / "c.pt",
-            "--refine-rounds", "2")
+    run_in_process("fairseq-define-compress", "--path", ckpt / "checkpoint_last.pt", "--output", tmp_path / "c.pt",
+                   "--refine-rounds", "2")
     state = safe_torch_load(str(tmp_path / "c.pt"))["model"]
     assert "decoder.embed_tokens.map.embeddings.0.0.codes" in state
     assert not any(k.startswith("decoder.adaptive_softmax.head.word_proj") for k in state)

@@ -122,7 +122,8 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path, styl
                          "--save-dir", ckpt).stdout
     assert re.search(r"define_txl_tiny: DeFINE 0\.0[1-9]M", out) and "num_updates 30" in out
     cached = tmp_path / "cached.pt"
-    out = run_cli("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output", cached).stdout
+    out = run_in_process("fairseq-define-cache-tables", "--path", ckpt / "checkpoint_last.pt", "--output",
+                         cached).stdout
     assert "replaced by cached tables of" in out
     base = result(eval_lm(wt2_bin, ckpt, "--batch-size", "4").stdout)
     assert result(run_in_process("fairseq-eval-lm", wt2_bin, "--user-dir", USER_DIR, "--task", "contiguous_lm", "--cpu",
@@ -142,7 +143,7 @@ def test_cached_checkpoint_evaluates_and_scores_the_same(wt2_bin, tmp_path, styl
 
 
 def test_params_reproduce_table_2():
-    out = run_cli("fairseq-define-params", "--paper-table", "2").stdout
+    out = run_in_process("fairseq-define-params", "--paper-table", "2").stdout
     rows = {
         "Standard d=410": ("41.07", "110.04"), "Standard d=384": ("36.25", "103.08"),
         "Projective n=256": ("36.25", "69.20"), "Projective n=128": ("36.25", "34.73"),
