@@ -2,6 +2,7 @@
 process, and checks several files make. Test modules import from here, never from one
 another; conftest.py holds the hooks and fixtures."""
 
+import functools
 import hashlib
 import math
 import os
@@ -164,6 +165,7 @@ def run_cli(*cmd, cwd=None, check=True, timeout=600, env=None):
     return proc
 
 
+@functools.lru_cache(maxsize=None)
 def entry_point(script: str) -> str:
     """The installed console script's ``module:function`` (fairseq's setup.py and ours)."""
     from importlib.metadata import entry_points
