@@ -181,14 +181,18 @@ def run_in_process(*cmd, check=True, env=None):
     seconds each time); for runs where a subprocess proves nothing more. The state fairseq
     leaves behind is put back: argv, the loggers' handlers and the root's level, the torch
     thread count, the random generators, the best loss kept on fairseq's functions and the
-    variables of ``env``. Each command keeps tests on its real entry point (run_cli): a
-    process's exit code, tracebacks and warnings at import, the excepthook of the patch."""
+    variables of ``env``. Bad input ends as the patch's excepthook ends a command
+    (``PROG: error: LINE``, exit status 1, from fairseq.user_error_line, the hook's own reader);
+    any other exception propagates, so a bug fails the test as a traceback would. Each command
+    keeps tests on its real entry point (run_cli): a process's exit code, tracebacks and
+    warnings at import, the excepthook itself."""
     import contextlib
     import importlib
     import io
     import logging
     import random
 
+    import fairseq
     import numpy as np
     from fairseq import checkpoint_utils
 
@@ -222,6 +226,12 @@ def run_in_process(*cmd, check=True, env=None):
                 returncode = getattr(module, function)() or 0
             except SystemExit as e:  # argparse and the tools' own exits
                 returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
+            except Exception as e:  # bad input: the patch's excepthook's line and exit status; a bug propagates
+                line = fairseq.user_error_line(e)
+                if line is None:
+                    raise
+                buffer.write(f"{cmd[0]}: error: {line}\n")
+                returncode = 1
     finally:
         for f, attributes in kept:
             f.__dict__.clear()

@@ -8,15 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import BIN, ROOT, TINY, TINY_TIED, USER_DIR, assert_user_error, head, ptb_style, run_cli, snapshot
+from .helpers import (
+    BIN,
+    ROOT,
+    TINY,
+    TINY_TIED,
+    USER_DIR,
+    assert_user_error,
+    head,
+    ptb_style,
+    run_cli,
+    run_in_process,
+    snapshot,
+)
 
 pytestmark = pytest.mark.cli  # starts fairseq's command-line tools or a recipe
 
 
+# the refusals of train() and generate() run in the test's process and end as the patch's hook
+# ends a command (run_in_process); the hook itself and each command's exit from its console
+# script: the run_cli tests below (no --user-dir, no batch size, preprocess, eval-lm)
 def train(wmt_bin, tmp_path, *flags):
-    return run_cli("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch", "define_transformer_tiny",
-                   *TINY, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "2",
-                   "--save-dir", tmp_path / "ck", "--cpu", *flags, check=False)
+    return run_in_process("fairseq-train", wmt_bin / "bin", "--user-dir", USER_DIR, "--arch",
+                          "define_transformer_tiny", *TINY, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens",
+                          "1500", "--max-update", "2", "--save-dir", tmp_path / "ck", "--cpu", *flags, check=False)
 
 
 DEFINE_SETTINGS = [
@@ -72,8 +87,8 @@ def test_unknown_transform_is_an_argparse_error(wmt_bin, tmp_path):
 
 
 def generate(bin_dir, ckpt, *flags):
-    return run_cli("fairseq-generate", bin_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset", "test",
-                   "--beam", "2", "--max-tokens", "2000", "--cpu", *flags, check=False)
+    return run_in_process("fairseq-generate", bin_dir, "--user-dir", USER_DIR, "--path", ckpt, "--gen-subset",
+                          "test", "--beam", "2", "--max-tokens", "2000", "--cpu", *flags, check=False)
 
 
 @pytest.fixture
