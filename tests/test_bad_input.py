@@ -80,6 +80,21 @@ def test_invalid_define_settings_in_fairseq_train(wmt_bin, tmp_path, flags, expe
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.parametrize("command", ["fairseq-train", "fairseq-generate"])
+def test_a_refusal_in_the_process_is_the_console_scripts(wmt_bin, trained, tmp_path, command):
+    """train() and generate() refuse in the test's process (run_in_process): the same status
+    and the same one line as the console script, whose excepthook prints it."""
+    if command == "fairseq-train":
+        args = train(wmt_bin, tmp_path, *CLI_DEFINE_SETTINGS[0][0]).args
+    else:
+        args = generate(wmt_bin / "bin", trained / "checkpoint_last.pt", "--gen-subset", "test2").args
+    inside, console = run_in_process(*args, check=False), run_cli(*args, check=False)
+    assert inside.returncode == console.returncode == 1
+    assert "Traceback" not in console.stdout
+    assert inside.stdout.strip().splitlines()[-1] == console.stdout.strip().splitlines()[-1]
+    assert console.stdout.strip().splitlines()[-1].startswith(f"{command}: error: ")
+
+
 def test_unknown_transform_is_an_argparse_error(wmt_bin, tmp_path):
     proc = train(wmt_bin, tmp_path, "--define-transform", "dense")
     assert proc.returncode == 2 and "Traceback" not in proc.stdout
