@@ -151,7 +151,7 @@ def test_truncated_binarized_dataset(bin_copy, trained):
 def test_empty_binarized_dataset(bin_copy, trained, tmp_path):
     for lang in ("en", "de"):
         (tmp_path / f"empty.{lang}").write_text("")
-    run_cli(
+    run_in_process(
         "fairseq-preprocess",
         "-s",
         "en",
@@ -239,10 +239,11 @@ def test_bad_checkpoint_for_generate(bin_copy, trained, tmp_path, damage):
 def stock_transformer(wmt_bin, tmp_path_factory):
     """A checkpoint of fairseq's own transformer (no DeFINE), trained one step."""
     other = tmp_path_factory.mktemp("stock_transformer")
-    run_cli("fairseq-train", wmt_bin / "bin", "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
-            "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "32",
-            "--decoder-ffn-embed-dim", "32", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1500",
-            "--max-update", "1", "--save-dir", other, "--cpu", "--disable-validation", "--no-epoch-checkpoints")
+    run_in_process("fairseq-train", wmt_bin / "bin", "--arch", "transformer", "--encoder-layers", "1",
+                   "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+                   "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--optimizer", "adam", "--lr",
+                   "1e-3", "--max-tokens", "1500", "--max-update", "1", "--save-dir", other, "--cpu",
+                   "--disable-validation", "--no-epoch-checkpoints")
     return other
 
 
@@ -317,7 +318,7 @@ def test_cached_table_that_does_not_fit_the_dictionary(wmt_bin, trained, tmp_pat
     from fairseq.checkpoint_utils import safe_torch_load
 
     cached = tmp_path / "cached.pt"
-    run_cli(
+    run_in_process(
         "fairseq-define-cache-tables",
         "--path",
         trained / "checkpoint_last.pt",
@@ -659,8 +660,8 @@ def test_translation_checkpoint_in_eval_lm(bin_copy, trained):
 def test_language_model_data_in_generate(trained, tmp_path):
 
     head(ptb_style("valid"), tmp_path / "valid.txt", 0, 50)
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
-            tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
+    run_in_process("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "valid.txt", "--validpref",
+                   tmp_path / "valid.txt", "--destdir", tmp_path / "lm", "--workers", "1")
     proc = run_cli(
         "fairseq-generate",
         tmp_path / "lm",
@@ -949,7 +950,9 @@ def generate_args(bin_dir, ckpt, *flags):
 def test_classes_of_mistakes_from_the_command_line(wmt_bin, trained, tmp_path, name, command, expected):
     before = snapshot(trained)
     prog, args = command(wmt_bin / "bin", trained / "checkpoint_last.pt", tmp_path)
-    proc = run_cli(prog, *args, check=False)
+    # in the test's process (train and generate refuse from their console scripts in the tests
+    # above); fairseq-interactive from its own, which would go on to read standard input
+    proc = (run_cli if prog == "fairseq-interactive" else run_in_process)(prog, *args, check=False)
     assert_user_error(proc, prog, expected)
     assert snapshot(trained) == before and not (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
