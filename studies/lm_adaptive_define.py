@@ -230,10 +230,35 @@ def last_fifth_fall(points: Sequence[Sequence[float]]) -> Optional[float]:
     return None if not start else 1 - last / start[-1]
 
 
+def value_at(points: Sequence[Sequence[float]], fraction: float) -> Optional[float]:
+    """The curve's value at the last validation within ``fraction`` of its updates."""
+    if not points:
+        return None
+    within = [v for u, v in points if u <= fraction * points[-1][0]]
+    return within[-1] if within else None
+
+
+# where a pair's validation gap is read: is the ranking steady while the curves still fall?
+GAP_AT = (0.5, 0.8, 1.0)
+
+
+def gap_course(adaptive: Sequence[Sequence[float]], define: Sequence[Sequence[float]]) -> Optional[List[float]]:
+    """DeFINE's validation perplexity against the adaptive input's (fraction, + where DeFINE is
+    higher) at each of GAP_AT of the updates; None where a curve lacks a point."""
+    gaps = []
+    for f in GAP_AT:
+        a, b = value_at(adaptive, f), value_at(define, f)
+        if a is None or b is None:
+            return None
+        gaps.append(b / a - 1)
+    return gaps
+
+
 def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict]) -> str:
     """The family's each seed's pair (valid and test perplexity, the difference), the
     means, whether every seed agrees, parameters, training time an update, the paper's R2/R3
-    beside them, and how much each curve still fell over the last fifth."""
+    beside them, how much each curve still fell over the last fifth, and the validation gap's
+    course (a ranking steady while the curves fall, or one still moving)."""
     lines = ["", "## DeFINE on the adaptive input, pair by pair", "",
              "Each seed's pair trained with the same recipe, data, budget and seed; difference: DeFINE's test "
              "perplexity against the adaptive input's (negative: DeFINE lower). Time an update: fairseq's "
@@ -296,6 +321,16 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict])
             falls.append(f"{a.id} {100 * fall:.1f}%" + (" (over 2%: train longer)" if fall > 0.02 else ""))
     if falls:
         lines.append("Validation perplexity's fall over the last fifth of the updates: " + "; ".join(falls) + ".")
+    courses = []
+    for seed, _, _ in rows:
+        curves = [(results[a.id].get("valid_curve") or {}).get("points") or []
+                  for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed]
+        gaps = gap_course(*curves)
+        if gaps is not None:
+            courses.append(f"seed {seed} " + ", ".join(f"{100 * g:+.1f}%" for g in gaps))
+    if courses:
+        lines.append("DeFINE's validation perplexity against the adaptive input's at "
+                     + ", ".join(f"{f:g}" for f in GAP_AT) + " of the updates: " + "; ".join(courses) + ".")
     lines.append("")
     return "\n".join(lines)
 

@@ -77,6 +77,17 @@ def test_the_fall_over_the_last_fifth(points, fall):
     assert last_fifth_fall(points) == (fall if fall is None else pytest.approx(fall))
 
 
+def test_the_gap_course_reads_both_curves_at_the_same_fractions():
+    from studies.lm_adaptive_define import GAP_AT, gap_course, value_at
+
+    adaptive = [(100, 400.0), (200, 300.0), (400, 200.0), (500, 180.0)]
+    define = [(100, 360.0), (200, 330.0), (400, 220.0), (500, 198.0)]
+    assert GAP_AT == (0.5, 0.8, 1.0)
+    assert value_at(adaptive, 0.5) == 300.0 and value_at(adaptive, 0.1) is None and value_at([], 1.0) is None
+    assert gap_course(adaptive, define) == pytest.approx([0.1, 0.1, 0.1])
+    assert gap_course(adaptive, []) is None
+
+
 @pytest.mark.cli
 def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, corpus_root):
     from studies import lm_adaptive_define as s5
@@ -123,3 +134,4 @@ def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, c
         table = (report / "results.md").read_text()
         assert f"### {model.label}" in table and "| 1 |" in table
         assert "Every seed agrees" in table and "the paper 297 against 298 ms" in table
+        assert "against the adaptive input's at 0.5, 0.8, 1 of the updates: seed 1 " in table
