@@ -223,21 +223,18 @@ def _pct(new: float, old: float) -> str:
     return f"{100 * (new / old - 1):+.1f}%"
 
 
-def last_fifth_fall(points: Sequence[Sequence[float]]) -> Optional[float]:
-    """How much (fraction) validation perplexity fell over the last fifth of the updates."""
-    if not points:
-        return None
-    last_update, last = points[-1]
-    start = [v for u, v in points if u <= 0.8 * last_update]
-    return None if not start else 1 - last / start[-1]
-
-
 def value_at(points: Sequence[Sequence[float]], fraction: float) -> Optional[float]:
     """The curve's value at the last validation within ``fraction`` of its updates."""
     if not points:
         return None
     within = [v for u, v in points if u <= fraction * points[-1][0]]
     return within[-1] if within else None
+
+
+def last_fifth_fall(points: Sequence[Sequence[float]]) -> Optional[float]:
+    """How much (fraction) validation perplexity fell over the last fifth of the updates."""
+    start = value_at(points, 0.8)
+    return None if start is None else 1 - points[-1][1] / start
 
 
 # where a pair's validation gap is read: is the ranking steady while the curves still fall?
