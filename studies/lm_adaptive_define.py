@@ -45,8 +45,10 @@ budget and seed.
              test perplexity (mean 182.84 against 179.05, +2.1%): the adaptive input alone sits
              near the unigram perplexity for a seed-dependent 200-500 updates, the DeFINE arm
              leaves it at once and ends the same on both seeds; +3.7% parameters, +14.3% time an
-             update. The paper: DeFINE 8.2% lower test perplexity than the adaptive input it is
-             added on, for 1.3% more parameters and 0.3% more time a batch.
+             update. transformer_lm, seeds 1 and 2: DeFINE ahead on both, -2.0% and -0.8% test
+             perplexity (161.96 against 164.24, -1.4%), +4.9% parameters, +3.5% time an update.
+             The paper: DeFINE 8.2% lower test perplexity than the adaptive input it is added
+             on, for 1.3% more parameters and 0.3% more time a batch.
   Paper:     Table 1a (LSTM, WikiText-103, 20 epochs on a GPU): R2 Adaptive n = 256 32.61M,
              43.49 / 44.87 val / test perplexity, 297 ms a batch; R3 Adaptive + DeFINE N = 3
              33.02M, 39.99 / 41.17, 298 ms a batch. No transformer_lm row; the abstract: "6% to
