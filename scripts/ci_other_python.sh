@@ -2,7 +2,8 @@
 # CI on a Python other than the suite's 3.11 (3.12, 3.13). First the patch alone, as a user of
 # stock fairseq installs it with the newest pip: a fresh venv, pip upgraded, torch, the patch
 # (patch/), fairseq 0.12.2 with --no-deps, --apply, then the patch's own suite (patch/tests:
-# stock fairseq-preprocess, -train, -generate with a stock transformer; no plugin installed).
+# stock fairseq-preprocess, -train, -generate with a stock transformer; no plugin installed) and
+# fairseq's own tests (94 s on 2 idle cores).
 # Then, in that venv, the plugin's set-up through make (torch from PyPI there, its CUDA build),
 # the patch's check, the in-process tests (pytest -m "not cli")
 # and one translation and one language model through the stock CLIs with --user-dir on the
@@ -41,6 +42,8 @@ PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "./patch[te
     || die "the plugin is installed in the patch-alone venv"
 step "the patch's suite on Python $VER (stock fairseq CLIs, no plugin)"
 (cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider)
+step "fairseq 0.12.2's own tests on Python $VER, the patch alone (scripts/run_fairseq_tests.sh)"
+PYTHON="$BIN/python" bash scripts/run_fairseq_tests.sh | tail -n 3
 
 step "set-up: make setup PYTHON=$PY VENV=$VENV (Python $VER), in that venv"
 make setup PYTHON="$PY" VENV="$VENV"
