@@ -39,15 +39,19 @@ class OpRecorder(TorchDispatchMode):
 @contextmanager
 def as_on(device: str):
     """Run the DeFINE unit's fused path as it runs on ``device`` (cpu or cuda), on any
-    device: its operators differ only where a batched matmul writes a strided layout."""
+    device: its operators differ where a batched matmul writes a strided layout, and in a
+    layer's activation and dropout (CUDA's: one operator a direction, act_dropout.py, whose
+    CPU kernel is the aten pair; counted as the one operator CUDA launches)."""
     from fairseq_define.modules.define import fused_unit
+    from fairseq_define.modules.define.act_dropout import KERNEL_ACTIVATIONS
 
-    original = fused_unit.writes_strided
+    originals = fused_unit.writes_strided, fused_unit.fuses_dropout
     fused_unit.writes_strided = lambda _device: device != "cpu"
+    fused_unit.fuses_dropout = lambda _device, activation: device != "cpu" and activation in KERNEL_ACTIVATIONS
     try:
         yield
     finally:
-        fused_unit.writes_strided = original
+        fused_unit.writes_strided, fused_unit.fuses_dropout = originals
 
 
 def step_ops(emb, tokens, device: str = "cuda") -> Counter:

@@ -41,7 +41,7 @@ PIP_CONSTRAINT=$ROOT/constraints.txt "$BIN/python" -m pip install -q "./patch[te
 "$BIN/python" -I -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fairseq_define") is not None)' \
     || die "the plugin is installed in the patch-alone venv"
 step "the patch's suite on Python $VER (stock fairseq CLIs, no plugin)"
-(cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider)
+(cd patch && PATH="$BIN:$PATH" "$BIN/python" -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile)
 # fairseq's own tests on the patch alone (the v0.12.2 tag's: FAIRSEQ_SRC, else ../shared's archive)
 if [ -n "${FAIRSEQ_SRC:-}" ] || [ -f "$ROOT/../shared/fairseq/fairseq-v0.12.2-tests.tar.gz" ]; then
     step "fairseq 0.12.2's own tests on Python $VER, the patch alone (scripts/run_fairseq_tests.sh)"

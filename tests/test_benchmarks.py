@@ -1,10 +1,12 @@
 """benchmarks/: the version of the authors' DeFINE embedding that benchmark 1b times
 (benchmarks/their_define_unit.py) computes what the package's authors-style embedding computes,
 with the same weights (otherwise 1b would time a different function); and bench_define.py's
-quick mode runs every benchmark, so the script keeps working."""
+quick mode runs every benchmark, so the script keeps working, through the GPU check's bench
+step in its CPU mode, whose summary reads the numbers (CI's own GPU check run leaves that
+step to this test)."""
 
 import importlib.util
-import sys
+import json
 
 import pytest
 import torch
@@ -54,9 +56,11 @@ def test_reference_gradients_equal_ours():
 
 
 @pytest.mark.cli
-def test_every_benchmark_runs_in_quick_mode(corpus_root):
-    out = run_cli(sys.executable, ROOT / "benchmarks" / "bench_define.py", "--quick", "--data-root", corpus_root,
-                  env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}).stdout
+def test_every_benchmark_runs_in_quick_mode(corpus_root, tmp_path):
+    # scripts/gpu_check.sh --cpu's bench step: bench_define.py --quick, every benchmark in one process
+    run_cli("bash", ROOT / "scripts" / "gpu_check.sh", "--cpu", "--steps", "bench", "--out", tmp_path,
+            "--data-root", corpus_root, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, timeout=900)
+    out = (tmp_path / "bench.log").read_text()
     assert out.startswith("machine: ") or "\nmachine: " in out
     for heading in ("1a. DeFINE unit", "1b. authors-style", "2. training step", "3. embedding lookup",
                     "3. LM forward at inference", "4. parameters", "5. training step", "6. host time"):
@@ -68,3 +72,12 @@ def test_every_benchmark_runs_in_quick_mode(corpus_root):
     host = out[out.index("6. host time"):]
     assert host.count("ratio to projective 1.000") == 3 and host.count("non-view aten operators a step") == 9
     assert out.count("every token through the unit (same work as theirs): ratio") == 2
+    # the GPU check's summary read the numbers of benchmarks 1-3, and only theirs
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["passed"] is True and summary["numbers_missing"] == []
+    bench = summary["numbers"]["bench"]
+    assert len(bench["1a_unit_fraction_of_matmul"]) == 6 and len(bench["1b_ours_over_authors_code"]) == 2
+    sections = bench["2_train_step_ratio_to_projective"]
+    assert len(sections) == 3 and all(s.startswith("training step") for s in sections), sections
+    assert all(set(r) == {"define", "define-plain"} for r in sections.values()), sections
+    assert len(bench["3_cached_over_plain"]) == 2

@@ -12,6 +12,7 @@ import torch
 
 from fairseq_define.modules import DefineEmbedding
 from fairseq_define.modules.define import fused_unit
+from fairseq_define.modules.define.act_dropout import KERNEL_ACTIVATIONS
 from fairseq_define.modules.define.embedding import set_unit_run
 from fairseq_define.modules.stability.gradients import centre
 from fairseq_define.modules.stability.gradients import scale as scale_gradients
@@ -51,9 +52,12 @@ LAYOUTS = ["cpu", "cuda", "per-group"]
 
 def use_layout(monkeypatch, layout: str):
     """cpu: batched matmuls into contiguous buffers and a copy; cuda: the matmuls write
-    strided views as on CUDA (fused_unit.writes_strided); per-group: the CPU's path at many
-    rows, one matmul a group into its columns (fused_unit.PER_GROUP_ROWS)."""
+    strided views and a layer's activation and dropout run as one operator a direction, as on
+    CUDA (fused_unit.writes_strided, fuses_dropout: the operators' CPU kernels); per-group:
+    the CPU's path at many rows, one matmul a group into its columns (fused_unit.PER_GROUP_ROWS)."""
     monkeypatch.setattr(fused_unit, "writes_strided", lambda device: layout == "cuda")
+    monkeypatch.setattr(fused_unit, "fuses_dropout",
+                        lambda device, activation: layout == "cuda" and activation in KERNEL_ACTIVATIONS)
     monkeypatch.setattr(fused_unit, "PER_GROUP_ROWS", 1 if layout == "per-group" else 1 << 60)
 
 
@@ -232,8 +236,51 @@ def test_dropout_draws_its_masks_and_keeps_them_for_the_backward(case):
         torch.testing.assert_close(evaluated, emb.unit(e), rtol=1e-10, atol=1e-11)
 
 
+@pytest.mark.parametrize("case", [dict(define_dropout=0.25), dict(AUTHORS, define_dropout=0.25),
+                                  dict(define_transform="define_residual", define_dropout=0.25,
+                                       define_activation="gelu")],
+                         ids=["paper", "authors", "residual-gelu"])
+def test_the_fused_activation_and_dropout_train_as_the_reference(case, monkeypatch):
+    """As on CUDA (use_layout's cuda), each layer's activation and dropout run as one operator
+    a direction (act_dropout.py), the forward drawing its masks: the Function's output and
+    every gradient equal autograd through the reference with the masks it drew, in float64."""
+    use_layout(monkeypatch, "cuda")
+    drawn = []
+    original = fused_unit.act_dropout
+
+    def recording(n, seed, activation, p):
+        out, mask = original(n, seed, activation, p)
+        drawn.append(mask)
+        return out, mask
+
+    monkeypatch.setattr(fused_unit, "act_dropout", recording)
+    emb = tiny_embedding(case)
+    program, layers = emb.program, fused_unit.unit_layers(emb.unit)
+    e = torch.randn(6, 5, emb.unit.input_dim, dtype=torch.float64)
+    weight = torch.randn(6, 5, emb.unit.output_dim, dtype=torch.float64)
+    grads = []
+    for name in ("fast", "ref"):
+        twin = copy.deepcopy(emb.unit).train()
+        x = e.clone().requires_grad_()
+        if name == "fast":
+            out = fused_unit.fused_unit(program, fused_unit.unit_layers(twin), x, False, 1.0, e_scale=2.0)
+            masks = iter(drawn)
+            assert len(drawn) == sum(s.dropout > 0 for s in program) > 0
+            full = [next(masks).view(6, 5, -1) if s.dropout > 0 else None for s in program]
+        else:
+            out = fused_unit.unit_reference(twin, x * 2.0, full)
+        (out * weight).sum().backward()
+        grads.append([out.detach(), x.grad] + [p.grad for layer in fused_unit.unit_layers(twin)
+                                               for p in fused_unit.params_of(layer) if p is not None])
+    kept = torch.cat([m.reshape(-1) for m in drawn]).double().mean().item()
+    assert 0.6 < kept < 0.9, kept
+    for i, (a, b) in enumerate(zip(*grads)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11, msg=f"tensor {i}")
+    assert len(layers) == len(program)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-@pytest.mark.parametrize("layout", ["cpu", "per-group"], ids=lambda v: f"{v}-layout")
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda v: f"{v}-layout")
 def test_the_backward_leaves_the_incoming_gradient_as_it_was(case, layout, monkeypatch):
     """The backward writes activation, dropout and centring gradients over its own buffers,
     never over the gradient autograd hands it (a unit without Reduce ends in a norm and an

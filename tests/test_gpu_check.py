@@ -1,7 +1,8 @@
 """scripts/gpu_check.sh without a GPU: its CPU mode writes the summary, a failed step is
 recorded and the next one still runs, a step whose log lacks its numbers fails the check, bad
-options stop with one line. The whole --cpu run (every step, several minutes) is in .ci/run;
-these run a step or two on a few tests."""
+options stop with one line. These run a step or two on a few tests; .ci/run runs the --cpu
+check's probe and tests steps, and the corpus tests run its bench step (test_benchmarks.py) and
+its table3 step (test_recipes.py) and read the summary they write."""
 
 import json
 

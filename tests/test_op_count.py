@@ -22,7 +22,7 @@ SHAPES = {label: shape for label, *shape in OPS.SHAPES}
 # taken some other way)
 BOUNDS = {
     ("NMT", "paper"): (49, 45, 56, 52), ("NMT", "authors"): (61, 57, 65, 61), ("NMT", "projective"): (14, 11, 14, 11),
-    ("NMT", "paper dropout"): (51, 51, 58, 58), ("NMT", "authors dropout"): (67, 67, 71, 71),
+    ("NMT", "paper dropout"): (46, 46, 58, 58), ("NMT", "authors dropout"): (58, 58, 71, 71),
     ("LSTM", "paper"): (93, 89, 102, 98), ("LSTM", "authors"): (105, 101, 115, 111),
     ("LSTM", "projective"): (14, 11, 14, 11),
     ("TXL", "paper"): (49, 45, 56, 52), ("TXL", "authors"): (61, 57, 65, 61), ("TXL", "projective"): (14, 11, 14, 11),
@@ -33,8 +33,10 @@ BOUNDS = {
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 def test_a_training_step_dispatches_few_operators(shape, unit, device):
     """A unit with dropout runs one row a position (the unique-token path is not taken
-    while dropout acts): both columns are its plain path's. Dropout adds two operators a
-    layer, its draw and its backward's multiply."""
+    while dropout acts): both columns are its plain path's. On the CPU dropout adds two
+    operators a layer, its draw and its backward's multiply; as CUDA dispatches them, a
+    layer's activation and dropout are one operator a direction (act_dropout.py) and the
+    seeds of all of them one more."""
     style, transform = ("paper", "projective") if unit == "projective" else (unit.split()[0], "define")
     tokens = torch.randint(4, 200, (4, 16))
     for i, token_path in enumerate(("unique", "plain")):
@@ -57,8 +59,10 @@ def test_autocast_adds_a_few_operators_not_a_cast_a_parameter(unit):
 
 def test_the_goal_of_issue_40_at_the_nmt_shape():
     """At most 50 operators for the paper's unit and 60 for the authors' on the path CUDA
-    takes (the CPU's unique-token path adds the dedup, its gather and their gradients)."""
-    assert BOUNDS["NMT", "paper"][1] <= 50 and BOUNDS["NMT", "authors"][1] <= 60
+    takes (the CPU's unique-token path adds the dedup, its gather and their gradients); issue
+    61: at most 45 and 57 without dropout, 50 and 60 with it."""
+    assert BOUNDS["NMT", "paper"][1] <= 45 and BOUNDS["NMT", "authors"][1] <= 57
+    assert BOUNDS["NMT", "paper dropout"][1] <= 50 and BOUNDS["NMT", "authors dropout"][1] <= 60
 
 
 def test_the_counter_sees_what_the_modules_dispatch():

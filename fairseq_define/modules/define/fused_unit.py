@@ -25,6 +25,10 @@ What the modules' autograd graph spends kernels on, and what the fast path does 
   sum_t x_t (g_t - c_t s / P)^T = sum_t (x_t - mean x) g_t^T (one op a layer, with the bias
   gradient s it needs anyway), and ``--define-unit-grad-scale`` is one ``_foreach_mul_`` over
   every parameter gradient of the unit (the maths of stability/gradients.py);
+- dropout after a layer's activation is two aten operators a direction (the activation, the
+  draw; the mask's multiply, the activation's backward): on CUDA with Triton one operator a
+  direction (act_dropout.py: a Triton kernel each, the aten pair elsewhere), and one draw of
+  seeds a call for all layers;
 - a layer saves what its backward cannot get otherwise: its input, its pre-norm output and
   the norm's statistics, and the one of its normalised or activated outputs its activation's
   backward reads; its output (the next layer's input) is saved only where no later input holds
@@ -38,6 +42,7 @@ import torch.nn as nn
 
 from ..stability.gradients import centre
 from ..stability.gradients import scale as scale_gradients
+from .act_dropout import act_dropout, act_dropout_backward, draw_seeds, fuses_dropout
 from .activations import ACTIVATIONS
 from .unit_authors import AuthorsDefineUnit
 
@@ -432,6 +437,11 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, t
     grouped = [s.out for s in program if s.groups > 1]
     buffer = e2.new_empty(T * sum(grouped)) if grouped and layout != PER_GROUP else None  # every grouped layer's output
     offset = 0
+    # a layer's activation and dropout as one operator where the device has its kernel
+    # (act_dropout.py): one draw of seeds for all of them
+    fused = [training and masks is None and step.dropout > 0 and fuses_dropout(e2.device, step.activation)
+             for step in program]
+    seeds = draw_seeds(program, e2.device) if any(fused) else None  # [steps]
     for i, step in enumerate(program):
         w, b, nw, nb = params[4 * i: 4 * i + 4]
         z = None
@@ -461,11 +471,15 @@ def run_forward(program, e2: torch.Tensor, params, e_scale: float, keep: bool, t
         if step.norm_dim:
             n, mean, rstd = aten.native_layer_norm(z.view(T, -1, step.norm_dim), [step.norm_dim], nw, nb, step.eps)
             n = n.view(T, step.out)
-        y = _activate(step, n)
         mask = None
-        out = y
-        if training and step.dropout > 0:
-            out, mask = _dropout(step, y, masks[i] if masks is not None else None)
+        if fused[i]:
+            out, mask = act_dropout(n, seeds[i: i + 1], step.activation, step.dropout)  # [T, out]
+            y = None  # the activation's backward reads n (fuses_dropout)
+        else:
+            y = _activate(step, n)
+            out = y
+            if training and step.dropout > 0:
+                out, mask = _dropout(step, y, masks[i] if masks is not None else None)
         if step.residual:
             out = values[step.sources[0]] + out  # [T, w]
         values[step.name] = out
@@ -523,10 +537,14 @@ def run_backward(program, saved, params, grad_out: torch.Tensor, centring: bool,
         # Not into a mixer's strided chunks (the norm's backward would copy them), nor compiled
         # (an out= there breaks the graph, and the compiler fuses anyway)
         own_gy = i < len(program) - 1 and not torch.compiler.is_compiling()
-        if mask is not None:
-            gy = aten.native_dropout_backward(gy, mask.view(gy.shape), 1.0 / (1.0 - step.dropout))
+        if mask is not None and fuses_dropout(gy.device, step.activation):
+            gn = act_dropout_backward(gy, act_saved, mask, step.activation, step.dropout)  # [T, out] of its own
             own_gy = not torch.compiler.is_compiling()
-        gn = _activation_backward(step, gy, act_saved, in_place=own_gy and gy.is_contiguous())
+        else:
+            if mask is not None:
+                gy = aten.native_dropout_backward(gy, mask.view(gy.shape), 1.0 / (1.0 - step.dropout))
+                own_gy = not torch.compiler.is_compiling()
+            gn = _activation_backward(step, gy, act_saved, in_place=own_gy and gy.is_contiguous())
         if step.norm_dim:
             k = step.out // step.norm_dim
             gz, gnw, gnb = aten.native_layer_norm_backward(

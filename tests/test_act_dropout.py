@@ -1,0 +1,81 @@
+"""A layer's activation and dropout as one operator a direction (define/act_dropout.py): the
+operators' CPU kernels (the aten pair) and the Triton kernels CUDA runs, each held to the
+plain reference, the Triton ones in Triton's interpreter on CPU tensors where Triton is
+installed (it comes with torch's CUDA builds: CI's Python 3.12 venv has it; the CPU wheel's
+venv does not, and these skip there). On a GPU, tests/test_gpu.py holds the compiled kernels
+to the same reference."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fairseq_define.modules.define import act_dropout as ad
+
+from .helpers import ROOT
+
+ACTIVATIONS = sorted(ad.KERNEL_ACTIVATIONS)
+
+
+def reference_grads(n, mask, activation, p, grad):
+    """(output, gradient at n) of the reference through autograd."""
+    x = n.detach().clone().requires_grad_()
+    out = ad.act_dropout_reference(x, activation, p, mask)
+    out.backward(grad)
+    return out.detach(), x.grad
+
+
+def strided_grad(shape, dtype, groups=4):
+    """A [T, g, w/g] gradient that is a strided view, as a mixing layer's input gradient
+    hands a layer its share ([T, g, e/g + w/g], the last w/g columns of each group)."""
+    T, w = shape
+    whole = torch.randn(T, groups, 3 + w // groups, dtype=dtype)
+    return whole[..., 3:]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous-grad", "strided-grad"])
+def test_the_cpu_operators_compute_the_reference(activation, strided):
+    torch.manual_seed(0)
+    n = torch.randn(400, 64, dtype=torch.float64)  # [T, w]
+    out, mask = ad.act_dropout(n, torch.tensor([7]), activation, 0.25)
+    assert mask.dtype == torch.bool and mask.shape == n.shape
+    assert 0.7 < mask.double().mean().item() < 0.8
+    grad = strided_grad(n.shape, n.dtype) if strided else torch.randn_like(n)
+    want_out, want_grad = reference_grads(n, mask, activation, 0.25, grad.reshape(n.shape))
+    torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-13)
+    got = ad.act_dropout_backward(grad, n, mask, activation, 0.25)
+    torch.testing.assert_close(got.reshape(n.shape), want_grad, rtol=1e-12, atol=1e-13)
+    assert not got.data_ptr() == grad.data_ptr()
+
+
+def test_only_cuda_with_triton_fuses():
+    cpu = torch.device("cpu")
+    assert not any(ad.fuses_dropout(cpu, a) for a in ("swish", "gelu", "relu", "tanh", "linear"))
+    cuda = torch.device("cuda")
+    assert not ad.fuses_dropout(cuda, "relu") and not ad.fuses_dropout(cuda, "tanh")  # they read their output
+    assert ad.fuses_dropout(cuda, "swish") == ad.triton_available()
+
+
+INTERPRETED = [f"{a} {d}" for a in ACTIVATIONS for d in ("float64", "float32", "bfloat16")] + ["partial block"]
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    """Each case of tests/act_dropout_interpreter.py, run in one process with TRITON_INTERPRET=1
+    from its start (Triton's own jit functions, tl.rand among them, are interpreted only when
+    the variable is set before Triton is imported): {case: None, or what failed}."""
+    pytest.importorskip("triton", reason="Triton is not installed (torch's CUDA builds bring it)")
+    pytest.importorskip("numpy")
+    proc = subprocess.run([sys.executable, "-m", "tests.act_dropout_interpreter"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", INTERPRETED)
+def test_the_triton_kernels_compute_the_reference(interpreted, case):
+    assert interpreted[case] is None, interpreted[case]
