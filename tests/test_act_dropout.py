@@ -52,6 +52,26 @@ def test_the_cpu_operators_compute_the_reference(activation, strided):
     assert not got.data_ptr() == grad.data_ptr()
 
 
+def test_a_kernel_that_fails_leaves_the_aten_pair_running(monkeypatch, caplog):
+    """A Triton kernel no GPU had compiled before must not stop a run: its CUDA wrapper logs
+    the failure once, computes with the aten pair, and the unit stops taking the operators."""
+    def broken():
+        raise RuntimeError("no such intrinsic")
+
+    monkeypatch.setattr(ad, "cuda_kernels", broken)
+    monkeypatch.setattr(ad, "FAILED", [])
+    monkeypatch.setattr(ad, "triton_available", lambda: True)
+    assert ad.fuses_dropout(torch.device("cuda"), "swish")
+    n = torch.randn(50, 16, dtype=torch.float64)
+    out, mask = ad._act_dropout_cuda(n, torch.tensor([1]), "swish", 0.3)
+    torch.testing.assert_close(out, ad.act_dropout_reference(n, "swish", 0.3, mask))
+    grad = torch.randn_like(n)
+    got = ad._act_dropout_backward_cuda(grad, n, mask, "swish", 0.3)
+    torch.testing.assert_close(got, reference_grads(n, mask, "swish", 0.3, grad)[1])
+    assert len(ad.FAILED) == 1 and "no such intrinsic" in caplog.text
+    assert not ad.fuses_dropout(torch.device("cuda"), "swish")
+
+
 def test_only_cuda_with_triton_fuses():
     cpu = torch.device("cpu")
     assert not any(ad.fuses_dropout(cpu, a) for a in ("swish", "gelu", "relu", "tanh", "linear"))

@@ -23,13 +23,15 @@ interpreter (``TRITON_INTERPRET=1``, where Triton is installed) to (1). The seed
 advances at each replay)."""
 
 import functools
-from typing import Optional, Tuple
+import logging
+from typing import List, Optional, Tuple
 
 import torch
 
 from .activations import ACTIVATIONS
 
 aten = torch.ops.aten
+logger = logging.getLogger(__name__)
 
 # the activations the kernels compute, by the constant they take (both read the layer's input n)
 KERNEL_ACTIVATIONS = {"swish": 0, "gelu": 1}
@@ -111,9 +113,26 @@ def act_dropout(n: torch.Tensor, seed: torch.Tensor, activation: str, p: float) 
     return aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
 
 
+# why the Triton kernels failed on this machine (None: they have not): from then on the aten
+# pair runs, so a kernel no GPU had compiled before cannot stop a training run
+FAILED: List[str] = []
+
+
+def _kernel_failed(err: Exception) -> None:
+    if not FAILED:
+        logger.warning("the fused activation-dropout kernel failed (%s: %s); the aten pair (the activation, "
+                       "native_dropout) runs instead", type(err).__name__, err)
+    FAILED.append(f"{type(err).__name__}: {err}")
+
+
 @act_dropout.register_kernel("cuda")
 def _act_dropout_cuda(n, seed, activation, p):
-    return launch_forward(cuda_kernels(), n, seed, activation, p)
+    if not FAILED:
+        try:
+            return launch_forward(cuda_kernels(), n, seed, activation, p)
+        except Exception as err:  # noqa: BLE001 - Triton's compile errors have no common base
+            _kernel_failed(err)
+    return aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
 
 
 @act_dropout.register_fake
@@ -126,6 +145,10 @@ def _act_dropout_fake(n, seed, activation, p):
 def act_dropout_backward(grad: torch.Tensor, n: torch.Tensor, mask: torch.Tensor, activation: str,
                          p: float) -> torch.Tensor:
     """The gradient at n of dropout(act(n)) with ``mask`` (all three shaped as ``grad``)."""
+    return _aten_backward(grad, n, mask, activation, p)
+
+
+def _aten_backward(grad, n, mask, activation, p):
     act = ACTIVATIONS[activation]
     g = aten.native_dropout_backward(grad, mask.view(grad.shape), 1.0 / (1.0 - p))
     return act.backward.grad_input(g, n.view(grad.shape), *act.backward_args, grad_input=g)
@@ -133,7 +156,12 @@ def act_dropout_backward(grad: torch.Tensor, n: torch.Tensor, mask: torch.Tensor
 
 @act_dropout_backward.register_kernel("cuda")
 def _act_dropout_backward_cuda(grad, n, mask, activation, p):
-    return launch_backward(cuda_kernels(), grad, n, mask, activation, p)
+    if not FAILED:
+        try:
+            return launch_backward(cuda_kernels(), grad, n, mask, activation, p)
+        except Exception as err:  # noqa: BLE001
+            _kernel_failed(err)
+    return _aten_backward(grad, n, mask, activation, p)
 
 
 @act_dropout_backward.register_fake
@@ -145,7 +173,7 @@ def fuses_dropout(device: torch.device, activation: str) -> bool:
     """Whether a layer's activation and dropout run as the operators above: on CUDA with
     Triton at hand, for the activations the kernels compute (elsewhere the aten pair runs as
     it is, one operator fewer to dispatch for nothing)."""
-    return device.type == "cuda" and activation in KERNEL_ACTIVATIONS and triton_available()
+    return device.type == "cuda" and activation in KERNEL_ACTIVATIONS and triton_available() and not FAILED
 
 
 def draw_seeds(program, device: torch.device) -> Optional[torch.Tensor]:
