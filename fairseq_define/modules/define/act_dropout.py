@@ -24,7 +24,7 @@ advances at each replay)."""
 
 import functools
 import logging
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import torch
 
@@ -176,6 +176,6 @@ def fuses_dropout(device: torch.device, activation: str) -> bool:
     return device.type == "cuda" and activation in KERNEL_ACTIVATIONS and triton_available() and not FAILED
 
 
-def draw_seeds(program, device: torch.device) -> Optional[torch.Tensor]:
+def draw_seeds(program, device: torch.device) -> torch.Tensor:
     """One seed a step of ``program`` (int64 [steps], on ``device``), drawn in one operator."""
     return torch.randint(0, 2**31 - 1, (len(program),), device=device, dtype=torch.int64)
