@@ -16,6 +16,7 @@ TOLERANCES = {"float64": (1e-12, 1e-13), "float32": (1e-5, 1e-6), "bfloat16": (2
 
 
 def reference_grads(n, mask, activation, p, grad):
+    """(output, gradient at n) of the reference through autograd (tests/test_act_dropout.py too)."""
     x = n.detach().clone().requires_grad_()
     out = ad.act_dropout_reference(x, activation, p, mask)
     out.backward(grad)

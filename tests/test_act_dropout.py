@@ -15,17 +15,10 @@ import torch
 
 from fairseq_define.modules.define import act_dropout as ad
 
+from .act_dropout_interpreter import reference_grads
 from .helpers import ROOT
 
 ACTIVATIONS = sorted(ad.KERNEL_ACTIVATIONS)
-
-
-def reference_grads(n, mask, activation, p, grad):
-    """(output, gradient at n) of the reference through autograd."""
-    x = n.detach().clone().requires_grad_()
-    out = ad.act_dropout_reference(x, activation, p, mask)
-    out.backward(grad)
-    return out.detach(), x.grad
 
 
 def strided_grad(shape, dtype, groups=4):

@@ -245,8 +245,18 @@ def test_the_fused_activation_and_dropout_train_as_the_reference(case, monkeypat
     a direction (act_dropout.py), the forward drawing its masks: the Function's output and
     every gradient equal autograd through the reference with the masks it drew, in float64."""
     use_layout(monkeypatch, "cuda")
-    drawn = []
-    original = fused_unit.act_dropout
+    drawn, fast, ref = through_drawn_masks(tiny_embedding(case), monkeypatch, torch.device("cpu"))
+    kept = torch.cat([m.reshape(-1) for m in drawn]).double().mean().item()
+    assert 0.6 < kept < 0.9, kept
+    for i, (a, b) in enumerate(zip(fast, ref)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11, msg=f"tensor {i}")
+
+
+def through_drawn_masks(emb, monkeypatch, device, shape=(6, 5), e_scale=2.0):
+    """(the masks fused_unit.act_dropout drew, [output, the map output's gradient, every
+    parameter's gradient] of the Function on ``device``, the same of autograd through the
+    reference with those masks), each on its own copy of the unit of ``emb`` (in training)."""
+    drawn, original = [], fused_unit.act_dropout
 
     def recording(n, seed, activation, p):
         out, mask = original(n, seed, activation, p)
@@ -254,29 +264,25 @@ def test_the_fused_activation_and_dropout_train_as_the_reference(case, monkeypat
         return out, mask
 
     monkeypatch.setattr(fused_unit, "act_dropout", recording)
-    emb = tiny_embedding(case)
-    program, layers = emb.program, fused_unit.unit_layers(emb.unit)
-    e = torch.randn(6, 5, emb.unit.input_dim, dtype=torch.float64)
-    weight = torch.randn(6, 5, emb.unit.output_dim, dtype=torch.float64)
-    grads = []
+    program, unit = emb.program, emb.unit
+    dtype = next(unit.parameters()).dtype
+    e = torch.randn(*shape, unit.input_dim, dtype=dtype, device=device)
+    weight = torch.randn(*shape, unit.output_dim, dtype=dtype, device=device)
+    results = []
     for name in ("fast", "ref"):
-        twin = copy.deepcopy(emb.unit).train()
+        twin = copy.deepcopy(unit).to(device).train()
         x = e.clone().requires_grad_()
         if name == "fast":
-            out = fused_unit.fused_unit(program, fused_unit.unit_layers(twin), x, False, 1.0, e_scale=2.0)
-            masks = iter(drawn)
+            out = fused_unit.fused_unit(program, fused_unit.unit_layers(twin), x, False, 1.0, e_scale=e_scale)
             assert len(drawn) == sum(s.dropout > 0 for s in program) > 0
-            full = [next(masks).view(6, 5, -1) if s.dropout > 0 else None for s in program]
+            masks = iter(drawn)
+            full = [next(masks).view(*shape, -1) if s.dropout > 0 else None for s in program]
         else:
-            out = fused_unit.unit_reference(twin, x * 2.0, full)
+            out = fused_unit.unit_reference(twin, x * e_scale, full)
         (out * weight).sum().backward()
-        grads.append([out.detach(), x.grad] + [p.grad for layer in fused_unit.unit_layers(twin)
-                                               for p in fused_unit.params_of(layer) if p is not None])
-    kept = torch.cat([m.reshape(-1) for m in drawn]).double().mean().item()
-    assert 0.6 < kept < 0.9, kept
-    for i, (a, b) in enumerate(zip(*grads)):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11, msg=f"tensor {i}")
-    assert len(layers) == len(program)
+        results.append([out.detach(), x.grad] + [p.grad for layer in fused_unit.unit_layers(twin)
+                                                 for p in fused_unit.params_of(layer) if p is not None])
+    return drawn, *results
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -231,42 +231,19 @@ def test_the_fused_activation_and_dropout_on_the_device_train_as_the_reference(s
     reference with the masks the kernels drew (float32, on the device), about 1 - p kept."""
     if not ON_GPU:
         pytest.skip("the kernels are CUDA's (tests/test_act_dropout.py runs them in Triton's interpreter)")
-    from fairseq_define.modules.define import act_dropout, fused_unit
+    from fairseq_define.modules.define import act_dropout
+
+    from .test_fused_unit import through_drawn_masks
 
     if not act_dropout.fuses_dropout(torch.device("cuda"), activation):
         pytest.skip("Triton is not installed beside this CUDA torch")
-    drawn, original = [], fused_unit.act_dropout
-
-    def recording(n, seed, act, p):
-        out, mask = original(n, seed, act, p)
-        drawn.append(mask)
-        return out, mask
-
-    monkeypatch.setattr(fused_unit, "act_dropout", recording)
     torch.manual_seed(0)
     options = define_options(define_style=style, define_max_groups=None, define_dropout=0.2,
                              define_activation=activation)
-    emb = DefineEmbedding(options, 300, 1, 48).to(DEVICE).train()
-    program, unit = emb.program, emb.unit
-    e = torch.randn(16, 40, unit.input_dim, device=DEVICE)
-    weight = torch.randn(16, 40, unit.output_dim, device=DEVICE)
-    grads = []
-    for name in ("fast", "ref"):
-        layers = fused_unit.unit_layers(unit)
-        for p in unit.parameters():
-            p.grad = None
-        x = e.clone().requires_grad_()
-        if name == "fast":
-            out = fused_unit.fused_unit(program, layers, x, False, 1.0)
-            masks = iter(drawn)
-            full = [next(masks).view(16, 40, -1) if s.dropout > 0 else None for s in program]
-        else:
-            out = fused_unit.unit_reference(unit, x, full)
-        (out * weight).sum().backward()
-        grads.append([out.detach(), x.grad] + [p.grad.clone() for p in unit.parameters()])
-    assert len(drawn) == sum(s.dropout > 0 for s in program) > 0
+    emb = DefineEmbedding(options, 300, 1, 48)
+    drawn, fast, ref = through_drawn_masks(emb, monkeypatch, torch.device(DEVICE), shape=(16, 40), e_scale=1.0)
     assert 0.75 < torch.cat([m.reshape(-1) for m in drawn]).float().mean().item() < 0.85
-    for i, (a, b) in enumerate(zip(*grads)):
+    for i, (a, b) in enumerate(zip(fast, ref)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=f"tensor {i}")
 
 

@@ -110,6 +110,10 @@ def launch_backward(kernels, grad: torch.Tensor, n: torch.Tensor, mask: torch.Te
 def act_dropout(n: torch.Tensor, seed: torch.Tensor, activation: str, p: float) -> Tuple[torch.Tensor, torch.Tensor]:
     """(dropout(act(n)), its bool mask); ``seed`` (a one-element int64 tensor) seeds the CUDA
     kernel's draw; elsewhere the aten pair draws from torch's generator."""
+    return _aten_forward(n, activation, p)
+
+
+def _aten_forward(n, activation, p):
     return aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
 
 
@@ -132,7 +136,7 @@ def _act_dropout_cuda(n, seed, activation, p):
             return launch_forward(cuda_kernels(), n, seed, activation, p)
         except Exception as err:  # noqa: BLE001 - Triton's compile errors have no common base
             _kernel_failed(err)
-    return aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
+    return _aten_forward(n, activation, p)
 
 
 @act_dropout.register_fake
