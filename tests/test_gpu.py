@@ -243,8 +243,8 @@ def test_the_fused_activation_and_dropout_on_the_device_train_as_the_reference(s
     emb = DefineEmbedding(options, 300, 1, 48)
     drawn, fast, ref = through_drawn_masks(emb, monkeypatch, torch.device(DEVICE), shape=(16, 40), e_scale=1.0)
     assert 0.75 < torch.cat([m.reshape(-1) for m in drawn]).float().mean().item() < 0.85
-    for i, (a, b) in enumerate(zip(fast, ref)):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=f"tensor {i}")
+    for i, (a, b) in enumerate(zip(fast, ref)):  # float32 sums over 640 rows in another order
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=f"tensor {i}")
 
 
 def device_step(style="paper"):
