@@ -55,6 +55,12 @@ def test_quick_mode_records_two_arms(quick_run):
     # the DeFINE arm has a unit, the baseline none
     define = [json.loads((d / "result.json").read_text())["params"]["define"] for d in dirs]
     assert sorted(v > 0 for v in define) == [False, True], define
+    if name != "nmt_multi30k":  # the LM recipes validate every so many updates: a checkpoint there, the newest kept
+        for d in dirs:
+            updates = json.loads((d / "result.json").read_text())["updates"]
+            saved = sorted(p.name for p in d.glob("checkpoint_*_*.pt"))
+            assert saved == [f"checkpoint_1_{updates}.pt"], (d, saved)
+            assert f"Saved checkpoint {d / f'checkpoint_1_{updates // 2}.pt'}" in (d / "train.log").read_text()
 
 
 def test_quick_mode_writes_table_and_plots(quick_run):
@@ -218,6 +224,20 @@ def test_missing_data_root_is_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert "ptb not found under" in proc.stdout and "--data-root" in proc.stdout and "--download" in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+@pytest.mark.parametrize("recipe, extra, expected", [
+    (["--lr", "1e-3", "--validate-interval-updates", "200"], [], ["--save-interval-updates", "200",
+                                                                   "--keep-interval-updates", "1"]),
+    (["--validate-interval-updates", "200"], ["--validate-interval-updates", "6"], ["--save-interval-updates", "6",
+                                                                                   "--keep-interval-updates", "1"]),
+    (["--lr", "1e-3"], [], []),  # validations at epoch ends only: epoch checkpoints as before
+    (["--validate-interval-updates", "200"], ["--save-interval-updates", "50", "--keep-interval-updates", "-1"], []),
+])
+def test_a_study_run_saves_at_its_validations_so_a_cut_run_resumes_there(recipe, extra, expected):
+    from studies.common import resume_points
+
+    assert resume_points(recipe, extra) == expected
 
 
 @pytest.mark.parametrize("higher_is_better", [False, True])
