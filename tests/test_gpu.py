@@ -235,8 +235,9 @@ def test_the_fused_activation_and_dropout_on_the_device_train_as_the_reference(s
 
     from .test_fused_unit import through_drawn_masks
 
-    if not act_dropout.fuses_dropout(torch.device("cuda"), activation):
+    if not act_dropout.triton_available():
         pytest.skip("Triton is not installed beside this CUDA torch")
+    assert act_dropout.FAILED == [], act_dropout.FAILED  # else the aten pair would pass for the kernels
     torch.manual_seed(0)
     options = define_options(define_style=style, define_max_groups=None, define_dropout=0.2,
                              define_activation=activation)
@@ -245,11 +246,63 @@ def test_the_fused_activation_and_dropout_on_the_device_train_as_the_reference(s
     assert 0.75 < torch.cat([m.reshape(-1) for m in drawn]).float().mean().item() < 0.85
     for i, (a, b) in enumerate(zip(fast, ref)):  # float32 sums over 640 rows in another order
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=f"tensor {i}")
+    assert act_dropout.FAILED == [], act_dropout.FAILED
 
 
-def device_step(style="paper"):
+@pytest.mark.parametrize("case", ["swish float64", "swish float32", "swish bfloat16", "gelu float64", "gelu float32",
+                                  "gelu bfloat16", "partial block"])
+def test_the_compiled_kernels_compute_the_reference(case):
+    """The interpreter's cases (tests/act_dropout_interpreter.py) on CUDA's compiled kernels,
+    called directly so that a compile or launch error fails here rather than falling back, at
+    p = 0.1 (a float32 scale would be 5e-8 off in float64)."""
+    if not ON_GPU:
+        pytest.skip("the compiled kernels are CUDA's (tests/test_act_dropout.py interprets and compiles them)")
+    from fairseq_define.modules.define import act_dropout
+
+    from .act_dropout_interpreter import P_COMPILED, check_kernels, check_partial_block
+
+    if not act_dropout.triton_available():
+        pytest.skip("Triton is not installed beside this CUDA torch")
+    if case == "partial block":
+        check_partial_block(act_dropout.cuda_kernels(), device=DEVICE)
+    else:
+        activation, dtype = case.split()
+        check_kernels(act_dropout.cuda_kernels(), activation, dtype, device=DEVICE, p=P_COMPILED)
+
+
+def test_a_captured_step_with_dropout_draws_new_masks_at_each_replay():
+    """CUDA graphs with --define-dropout: the unit's seeds come from torch's generator, whose
+    offset advances at each replay, so two replays drop different entries (without dropout two
+    replays add the same gradient: the test above)."""
+    if not ON_GPU:
+        pytest.skip("CUDA graphs are CUDA's")
+    from fairseq_define.modules.define import act_dropout
+
+    emb, step = device_step(dropout=0.1)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    before = [p.grad.clone() for p in emb.parameters()]
+    graph.replay()
+    first = [p.grad - b for p, b in zip(emb.parameters(), before)]
+    after = [p.grad.clone() for p in emb.parameters()]
+    graph.replay()
+    second = [p.grad - a for p, a in zip(emb.parameters(), after)]
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(g).all() for g in first + second)
+    assert not all(torch.equal(a, b) for a, b in zip(first, second)), "two replays drew one set of masks"
+    assert act_dropout.FAILED == [], act_dropout.FAILED
+
+
+def device_step(style="paper", dropout=0.0):
     torch.manual_seed(0)
-    emb = DefineEmbedding(define_options(define_style=style, define_max_groups=None), 300, 1, 48).to(DEVICE).train()
+    options = define_options(define_style=style, define_max_groups=None, define_dropout=dropout)
+    emb = DefineEmbedding(options, 300, 1, 48).to(DEVICE).train()
     tokens, weight = torch.randint(2, 300, (16, 40), device=DEVICE), torch.randn(16, 40, 48, device=DEVICE)
 
     def step():

@@ -22,6 +22,7 @@ interpreter (``TRITON_INTERPRET=1``, where Triton is installed) to (1). The seed
 ``randint`` a call for all of a unit's layers (CUDA graph-safe: the generator's offset
 advances at each replay)."""
 
+import contextlib
 import functools
 import logging
 from typing import List, Tuple
@@ -75,8 +76,21 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 3 else t.unsqueeze(1)
 
 
+INT32_SPAN = 2**31  # the kernels index in int32: every element and every view's extent below it
+
+
+def kernels_take(p: float, *tensors: torch.Tensor) -> bool:
+    """Whether the kernels compute this call: a dropout that keeps something (p = 1 is the aten
+    pair's all-zero output) on tensors whose elements and memory the kernels' int32 offsets
+    reach (a DeFINE layer's [T, w] is far below 2**31 elements; a larger one takes the aten pair)."""
+    return 0.0 <= p < 1.0 and all(
+        t.numel() < INT32_SPAN and sum((d - 1) * abs(st) for d, st in zip(t.shape, t.stride()) if d) < INT32_SPAN
+        for t in tensors)
+
+
 def launch_forward(kernels, n: torch.Tensor, seed: torch.Tensor, activation: str, p: float):
-    """(dropped activation [n's shape, contiguous], bool mask) through ``kernels``' forward."""
+    """(dropped activation [n's shape, contiguous], bool mask) through ``kernels``' forward, on
+    n's device (Triton launches on the current one; a custom operator sets none)."""
     forward, _ = kernels
     v = _as3d(n)
     out = torch.empty(n.shape, dtype=n.dtype, device=n.device)
@@ -84,8 +98,10 @@ def launch_forward(kernels, n: torch.Tensor, seed: torch.Tensor, activation: str
     N = n.numel()
     if N == 0:
         return out, mask
-    forward[(-(-N // BLOCK),)](v, out, mask, seed, N, v.shape[1], v.shape[2], *v.stride(), float(p), 1.0 / (1.0 - p),
-                               ACT=KERNEL_ACTIVATIONS[activation], F64=n.dtype == torch.float64, BLOCK=BLOCK)
+    with _on(n.device):
+        forward[(-(-N // BLOCK),)](v, out, mask, seed, N, v.shape[1], v.shape[2], *v.stride(), float(p),
+                                   1.0 / (1.0 - p), ACT=KERNEL_ACTIVATIONS[activation],
+                                   F64=n.dtype == torch.float64, BLOCK=BLOCK)
     return out, mask
 
 
@@ -97,10 +113,15 @@ def launch_backward(kernels, grad: torch.Tensor, n: torch.Tensor, mask: torch.Te
     N = grad.numel()
     if N == 0:
         return out
-    backward[(-(-N // BLOCK),)](g, x, mask.reshape(-1), out, N, g.shape[1], g.shape[2], *g.stride(), *x.stride(),
-                                1.0 / (1.0 - p), ACT=KERNEL_ACTIVATIONS[activation],
-                                F64=grad.dtype == torch.float64, BLOCK=BLOCK)
+    with _on(grad.device):
+        backward[(-(-N // BLOCK),)](g, x, mask.reshape(-1), out, N, g.shape[1], g.shape[2], *g.stride(), *x.stride(),
+                                    1.0 / (1.0 - p), ACT=KERNEL_ACTIVATIONS[activation],
+                                    F64=grad.dtype == torch.float64, BLOCK=BLOCK)
     return out
+
+
+def _on(device: torch.device):
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 # -- the operators -------------------------------------------------------------------------
@@ -114,7 +135,9 @@ def act_dropout(n: torch.Tensor, seed: torch.Tensor, activation: str, p: float) 
 
 
 def _aten_forward(n, activation, p):
-    return aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
+    # contiguous as the kernel's (and the fake's) outputs, whatever n's layout
+    out, mask = aten.native_dropout(ACTIVATIONS[activation].forward(n), p, True)
+    return out.contiguous(), mask.contiguous()
 
 
 # why the Triton kernels failed on this machine (None: they have not): from then on the aten
@@ -131,9 +154,11 @@ def _kernel_failed(err: Exception) -> None:
 
 @act_dropout.register_kernel("cuda")
 def _act_dropout_cuda(n, seed, activation, p):
-    if not FAILED:
+    if not FAILED and kernels_take(p, n):
         try:
             return launch_forward(cuda_kernels(), n, seed, activation, p)
+        except torch.OutOfMemoryError:  # the step's, not the kernel's: fairseq's handling takes it
+            raise
         except Exception as err:  # noqa: BLE001 - Triton's compile errors have no common base
             _kernel_failed(err)
     return _aten_forward(n, activation, p)
@@ -154,15 +179,17 @@ def act_dropout_backward(grad: torch.Tensor, n: torch.Tensor, mask: torch.Tensor
 
 def _aten_backward(grad, n, mask, activation, p):
     act = ACTIVATIONS[activation]
-    g = aten.native_dropout_backward(grad, mask.view(grad.shape), 1.0 / (1.0 - p))
-    return act.backward.grad_input(g, n.view(grad.shape), *act.backward_args, grad_input=g)
+    g = aten.native_dropout_backward(grad.contiguous(), mask.reshape(grad.shape), 1.0 / (1.0 - p))
+    return act.backward.grad_input(g, n.reshape(grad.shape), *act.backward_args, grad_input=g)
 
 
 @act_dropout_backward.register_kernel("cuda")
 def _act_dropout_backward_cuda(grad, n, mask, activation, p):
-    if not FAILED:
+    if not FAILED and kernels_take(p, grad, n):
         try:
             return launch_backward(cuda_kernels(), grad, n, mask, activation, p)
+        except torch.OutOfMemoryError:
+            raise
         except Exception as err:  # noqa: BLE001
             _kernel_failed(err)
     return _aten_backward(grad, n, mask, activation, p)
@@ -181,5 +208,6 @@ def fuses_dropout(device: torch.device, activation: str) -> bool:
 
 
 def draw_seeds(program, device: torch.device) -> torch.Tensor:
-    """One seed a step of ``program`` (int64 [steps], on ``device``), drawn in one operator."""
-    return torch.randint(0, 2**31 - 1, (len(program),), device=device, dtype=torch.int64)
+    """One seed a step of ``program`` (int64 [steps], on ``device``), drawn in one operator: all
+    64 bits of Philox's key, so that two draws of a long run share a mask as rarely as can be."""
+    return torch.randint(-2**63, 2**63 - 1, (len(program),), device=device, dtype=torch.int64)

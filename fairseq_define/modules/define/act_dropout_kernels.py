@@ -1,7 +1,10 @@
 """The Triton kernels of act_dropout.py (a layer's activation and dropout, one kernel a
 direction): imported only where Triton is (torch's CUDA builds bring it), through
 act_dropout.make_kernels. ACT: 0 swish (paper section 3.1), 1 GELU (erf); both read the
-layer's input n. A float64 tensor is computed in float64, any other in float32."""
+layer's input n. A float64 tensor is computed in float64, any other in float32: ``scale`` is
+annotated float64 because Triton passes a Python float as float32 (1 / (1 - p) would lose its
+low bits, 5e-8 at p = 0.1), and cast to float32 where the tensor is not float64, so that no
+float32 kernel computes in float64."""
 
 import triton
 import triton.language as tl
@@ -33,7 +36,7 @@ def _act_grad(x, ACT: tl.constexpr):
 
 
 @triton.jit
-def forward(n_ptr, out_ptr, mask_ptr, seed_ptr, N, B, C, sa, sb, sc, p, scale,
+def forward(n_ptr, out_ptr, mask_ptr, seed_ptr, N, B, C, sa, sb, sc, p, scale: tl.float64,
             ACT: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
     """out = where(keep, act(n) * scale, 0) and mask = keep (both contiguous), keep drawn
     from the seed at seed_ptr with probability 1 - p (Philox, by element)."""
@@ -42,16 +45,18 @@ def forward(n_ptr, out_ptr, mask_ptr, seed_ptr, N, B, C, sa, sb, sc, p, scale,
     x = tl.load(_at(n_ptr, offs, B, C, sa, sb, sc), mask=inside, other=0.0)
     if F64:
         x = x.to(tl.float64)
+        s = scale
     else:
         x = x.to(tl.float32)
+        s = tl.cast(scale, tl.float32)
     keep = tl.rand(tl.load(seed_ptr), offs) >= p
-    y = tl.where(keep, _act(x, ACT) * scale, 0.0)
+    y = tl.where(keep, _act(x, ACT) * s, 0.0)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=inside)
     tl.store(mask_ptr + offs, keep, mask=inside)
 
 
 @triton.jit
-def backward(g_ptr, n_ptr, mask_ptr, out_ptr, N, B, C, sa, sb, sc, na, nb, nc, scale,
+def backward(g_ptr, n_ptr, mask_ptr, out_ptr, N, B, C, sa, sb, sc, na, nb, nc, scale: tl.float64,
              ACT: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
     """out = where(mask, g * act'(n) * scale, 0), contiguous; g and n any [A, B, C] views."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -62,8 +67,10 @@ def backward(g_ptr, n_ptr, mask_ptr, out_ptr, N, B, C, sa, sb, sc, na, nb, nc, s
     if F64:
         g = g.to(tl.float64)
         x = x.to(tl.float64)
+        s = scale
     else:
         g = g.to(tl.float32)
         x = x.to(tl.float32)
-    gn = tl.where(keep, g * _act_grad(x, ACT) * scale, 0.0)
+        s = tl.cast(scale, tl.float32)
+    gn = tl.where(keep, g * _act_grad(x, ACT) * s, 0.0)
     tl.store(out_ptr + offs, gn.to(out_ptr.dtype.element_ty), mask=inside)
