@@ -9,6 +9,10 @@ from .errors import register_user_error_messages  # noqa: E402
 
 register_user_error_messages()
 
+from .denormals import flush_denormal_from_env  # noqa: E402
+
+flush_denormal_from_env()
+
 from .modules.config_bounds import register_neutral_model_settings  # noqa: E402
 
 register_neutral_model_settings()

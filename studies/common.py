@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from fairseq_define.denormals import ENV as FLUSH_ENV
 from fairseq_define.errors import UserError, cli_error
 from fairseq_define.output_files import atomic_write, write_text
 from fairseq_define.tools.curves import plot_points
@@ -106,6 +107,18 @@ def _bash_array(name: str, values: Sequence[str]) -> str:
     return f"{name}=({' '.join(shlex.quote(str(v)) for v in values)})"
 
 
+def subprocess_env() -> Dict[str, str]:
+    """The environment of a study's subprocesses: the venv's tools first on PATH, and subnormal
+    floats flushed to zero unless the caller set FLUSH_ENV (fairseq_define/denormals.py: a CPU
+    computes with them many times slower, and an LSTM with saturated gates makes them)."""
+    env = dict(os.environ)
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault(FLUSH_ENV, "1")
+    return env
+
+
 def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]], scalars: Dict[str, str] = None,
            capture: bool = False, prog: str = "studies") -> str:
     """Run FUNCTION of run_scripts/lib.sh (sourced, as the recipes do) with its variables set:
@@ -114,11 +127,8 @@ def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]],
     setup = [_bash_array(k, v) for k, v in arrays.items()]
     setup += [f"{k}={shlex.quote(str(v))}" for k, v in (scalars or {}).items()]
     script = 'lib="$1"; shift; source "$lib"; ' + "; ".join(setup) + f'; {function} "$@"'
-    env = dict(os.environ)
-    venv_bin = ROOT / ".venv" / "bin"
-    if venv_bin.is_dir():
-        env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.run(["bash", "-c", script, prog, str(LIB_SH), *map(str, args)], env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.run(["bash", "-c", script, prog, str(LIB_SH), *map(str, args)], env=subprocess_env(),
+                          stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
@@ -130,10 +140,7 @@ def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]],
 
 def run_script(script: str, args: Sequence[str], log: Path) -> None:
     """One of run_scripts/*.sh (data preparation, evaluation), its output appended to LOG."""
-    env = dict(os.environ)
-    venv_bin = ROOT / ".venv" / "bin"
-    if venv_bin.is_dir():
-        env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    env = subprocess_env()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as out:
         proc = subprocess.run(["bash", str(ROOT / "run_scripts" / script), *map(str, args)], env=env,
@@ -243,6 +250,7 @@ def record_arm(run_dir: Path, study: str, arm: Arm, recipe: Sequence[str], budge
         "wall_minutes": round(float(wall.read_text()) / 60, 2) if wall.is_file() else None,
         "valid_curve": {"metric": curve_metric, "points": curve},
         "metrics": metrics,
+        "flush_denormal": subprocess_env()[FLUSH_ENV] == "1",  # as this invocation's subprocesses ran
         **(extra or {}),
     }
     write_text(run_dir / RESULT_FILE, json.dumps(result, indent=2) + "\n")
