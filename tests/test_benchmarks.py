@@ -81,3 +81,17 @@ def test_every_benchmark_runs_in_quick_mode(corpus_root, tmp_path):
     assert len(sections) == 3 and all(s.startswith("training step") for s in sections), sections
     assert all(set(r) == {"define", "define-plain"} for r in sections.values()), sections
     assert len(bench["3_cached_over_plain"]) == 2
+
+
+@pytest.mark.cli
+def test_denormal_step_times_a_checkpoint_both_ways(trained, wmt_bin):
+    """benchmarks/denormal_step.py on a trained checkpoint (any task: its own criterion); a
+    missing checkpoint is one line and exit 2."""
+    import sys
+
+    out = run_cli(sys.executable, ROOT / "benchmarks" / "denormal_step.py", "--path", trained / "checkpoint_last.pt",
+                  "--data", wmt_bin / "bin", "--batches", "1", "--rounds", "1").stdout
+    assert "kept / flushed (best of each):" in out and "subnormal values in the modules' outputs" in out
+    bad = run_cli(sys.executable, ROOT / "benchmarks" / "denormal_step.py", "--path", trained / "nothing.pt",
+                  "--data", wmt_bin / "bin", check=False)
+    assert bad.returncode == 2 and "nothing.pt not found" in bad.stdout and "Traceback" not in bad.stdout
