@@ -7,13 +7,15 @@ Loads each checkpoint with its task (the data folder it was trained on), takes t
 ``--batches`` training batches, and times forward and backward through the model's own
 criterion with subnormal floats kept and flushed to zero (``torch.set_flush_denormal``), in
 alternating rounds, one thread. Prints, for each checkpoint, the seconds a step each way, their
-ratio, and how many subnormal values the modules' outputs held in one kept step (by module).
+ratio, how many subnormal values the modules' outputs held in one kept step (by module), and
+for each LSTM the spread of its input and the share of its input pre-activations (x W_ih + b)
+beyond +-30, where a gate's sigmoid is within 1e-13 of 0 or 1 (saturated).
 
 Hardware and time: 2-core x86 CPU, about a minute a checkpoint. Expected (study 5's LSTM on
-WikiText-2 at 1,492 updates, seed 1, the cores shared with two trainings): adaptive input +
-DeFINE 2.28-2.39 s kept against 0.62-0.66 s flushed (x3.6); the adaptive input alone
-0.62-0.68 against 0.60-0.63 (x1.0). The paper reports GPU times only, where subnormals cost
-nothing."""
+WikiText-2, seed 1, the cores shared with two trainings; docs/language_models.md): adaptive
+input + DeFINE at 1,492-1,600 updates x3.6-4.1 (2.28-2.39 s kept against 0.62-0.66 s flushed
+at 1,492), 27-28% of its first LSTM layer's input pre-activations beyond +-30; the adaptive
+input alone x0.97-1.04, 0.3%. The paper reports GPU times only, where subnormals cost nothing."""
 
 import argparse
 import platform
@@ -70,6 +72,15 @@ def measure(path: str, data: str, batches: int, rounds: int) -> None:
     hooks = [m.register_forward_hook(lambda m, i, o, name=name: found.update(
         {name: sum(subnormals(x) for x in (o if isinstance(o, (tuple, list)) else (o,)))}))
         for name, m in model.named_modules() if name]
+    lstm_inputs = {}
+
+    def keep_input(name):
+        def hook(module, inputs, output):  # returns None: the output stays the module's
+            lstm_inputs.setdefault(name, inputs[0].detach())  # [B, T, in]: the first step's batch
+        return hook
+
+    hooks += [m.register_forward_hook(keep_input(name)) for name, m in model.named_modules()
+              if isinstance(m, torch.nn.LSTM)]
     steps()
     for h in hooks:
         h.remove()
@@ -78,6 +89,11 @@ def measure(path: str, data: str, batches: int, rounds: int) -> None:
           f"{', '.join(f'{t:.3f}' for t in times[True])}; kept / flushed (best of each): {kept / flushed:.2f}")
     held = [f"{name} {n}" for name, n in found.most_common() if n]
     print(f"  subnormal values in the modules' outputs, one kept step: {', '.join(held[:6]) or 'none'}")
+    for name, x in lstm_inputs.items():
+        lstm = model.get_submodule(name)
+        pre = x.reshape(-1, x.shape[-1]) @ lstm.weight_ih_l0.detach().t() + lstm.bias_ih_l0.detach()  # [T*B, 4H]
+        print(f"  {name}: input std {x.std().item():.2f}, input pre-activations beyond +-30: "
+              f"{(pre.abs() > 30).float().mean().item():.2%}")
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,7 @@
 An x86 core takes tens to a hundred times longer on arithmetic that reads or writes a subnormal
 float32 (0 < |x| < 1.2e-38). A language model whose LSTM gates saturate makes them in its
 recurrence: study 5's LSTM with a DeFINE unit on an adaptive input did, and by 1,500 updates
-a training step took 3.6-3.8 times as long (benchmarks/denormal_step.py). GPUs compute
+a training step took 3.6-4.1 times as long (benchmarks/denormal_step.py). GPUs compute
 with subnormals at full speed. ``FAIRSEQ_DEFINE_FLUSH_DENORMAL=1`` flushes them to zero
 (``torch.set_flush_denormal``) in every process that imports the plugin (fairseq-train,
 fairseq-eval-lm, ...): values below 1.2e-38 become 0, nothing else changes."""
