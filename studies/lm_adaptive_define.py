@@ -47,6 +47,11 @@ budget and seed.
              leaves it at once and ends the same on both seeds; +3.7% parameters, +14.3% time an
              update. transformer_lm, seeds 1 and 2: DeFINE ahead on both, -2.0% and -0.8% test
              perplexity (161.96 against 164.24, -1.4%), +4.9% parameters, +3.5% time an update.
+             LSTM at --updates 6000 (docs/studies/lm_adaptive_define_u6000): seed 1 DeFINE
+             +11.4% test perplexity (151.82 against 136.26), its first LSTM layer's gates
+             saturated (benchmarks/denormal_step.py); seed 2 to come. Subnormal floats are
+             flushed (FAIRSEQ_DEFINE_FLUSH_DENORMAL, set by studies/common.py): kept, the
+             saturated LSTM stepped 3.6-4.1 times slower.
              The paper: DeFINE 8.2% lower test perplexity than the adaptive input it is added
              on, for 1.3% more parameters and 0.3% more time a batch.
   Paper:     Table 1a (LSTM, WikiText-103, 20 epochs on a GPU): R2 Adaptive n = 256 32.61M,
