@@ -25,10 +25,10 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from fairseq import checkpoint_utils
 
 import fairseq_define  # noqa: F401  (registers the plugin)
 from fairseq_define.errors import UserError, cli_error
+from fairseq_define.tools.inference_checkpoint import load_ensemble
 
 TINY = torch.finfo(torch.float32).tiny  # the smallest normal float32
 
@@ -41,11 +41,11 @@ def subnormals(t) -> int:
 
 def load(path: str, data: str):
     """(model in training mode, criterion, batches) of one checkpoint."""
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
+    model, cfg, task = load_ensemble(path, data)  # fairseq's load errors as one line
     task.load_dataset("train")
     itr = task.get_batch_iterator(task.dataset("train"), max_tokens=cfg.dataset.max_tokens,
                                   max_sentences=cfg.dataset.batch_size, seed=1).next_epoch_itr(shuffle=False)
-    return models[0].train(), task.build_criterion(cfg.criterion), itr
+    return model.train(), task.build_criterion(cfg.criterion), itr
 
 
 def measure(path: str, data: str, batches: int, rounds: int) -> None:
