@@ -39,6 +39,9 @@ import corpora  # noqa: E402  (the data root and the corpora's checksums)
 
 RESULT_FILE = "result.json"
 WALL_FILE = "wall_seconds"  # training seconds summed over the invocations that trained the arm
+# 1 while every invocation that trained the arm flushed subnormal floats, else 0: a time an update
+# is the unit's only if none kept them (a saturated LSTM then steps several times slower)
+FLUSH_FILE = "flush_denormal"
 DPI = 100
 
 
@@ -119,6 +122,23 @@ def subprocess_env() -> Dict[str, str]:
     return env
 
 
+def note_flush(run_dir: Path) -> None:
+    """FLUSH_FILE after one more training invocation of the arm in ``run_dir``: stays 1 only
+    while this one flushes subnormals too."""
+    flush = run_dir / FLUSH_FILE
+    before = flush.read_text().strip() if flush.is_file() else "1"
+    write_text(flush, "1\n" if before == "1" and subprocess_env()[FLUSH_ENV] == "1" else "0\n")
+
+
+def flushed_throughout(run_dir: Path) -> bool:
+    """Whether every training invocation of the arm flushed subnormals (FLUSH_FILE; a run
+    trained before that file existed: this invocation's setting, as records said then)."""
+    flush = run_dir / FLUSH_FILE
+    if flush.is_file():
+        return flush.read_text().strip() == "1"
+    return subprocess_env()[FLUSH_ENV] == "1"
+
+
 def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]], scalars: Dict[str, str] = None,
            capture: bool = False, prog: str = "studies") -> str:
     """Run FUNCTION of run_scripts/lib.sh (sourced, as the recipes do) with its variables set:
@@ -177,6 +197,7 @@ def train_arm(arm: Arm, run_dir: Path, data_bin: Path, recipe: Sequence[str], bu
     if (run_dir / "done").is_file():
         return
     run_dir.mkdir(parents=True, exist_ok=True)
+    note_flush(run_dir)
     start = time.monotonic()
     try:
         out = lib_sh(
@@ -250,7 +271,7 @@ def record_arm(run_dir: Path, study: str, arm: Arm, recipe: Sequence[str], budge
         "wall_minutes": round(float(wall.read_text()) / 60, 2) if wall.is_file() else None,
         "valid_curve": {"metric": curve_metric, "points": curve},
         "metrics": metrics,
-        "flush_denormal": subprocess_env()[FLUSH_ENV] == "1",  # as this invocation's subprocesses ran
+        "flush_denormal": flushed_throughout(run_dir),
         **(extra or {}),
     }
     write_text(run_dir / RESULT_FILE, json.dumps(result, indent=2) + "\n")

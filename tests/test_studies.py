@@ -240,6 +240,25 @@ def test_a_study_run_saves_at_its_validations_so_a_cut_run_resumes_there(recipe,
     assert resume_points(recipe, extra) == expected
 
 
+@pytest.mark.parametrize("settings, throughout", [
+    (["1"], True), (["1", "1"], True), (["0", "1"], False), (["1", "0", "1"], False), (["0"], False)])
+def test_a_record_says_flushed_only_if_every_training_invocation_flushed(tmp_path, monkeypatch, settings,
+                                                                        throughout):
+    """An arm cut and resumed under another FAIRSEQ_DEFINE_FLUSH_DENORMAL: its record's
+    flush_denormal holds for the whole run, not only for the invocation that finished it
+    (study 5's seed 1 DeFINE arm said true after 1,492 updates with subnormals kept)."""
+    from studies.common import FLUSH_ENV, flushed_throughout, note_flush
+
+    for setting in settings:
+        monkeypatch.setenv(FLUSH_ENV, setting)
+        note_flush(tmp_path)
+    monkeypatch.setenv(FLUSH_ENV, "1")  # the invocation that records: not what decides
+    assert flushed_throughout(tmp_path) is throughout
+    assert flushed_throughout(tmp_path / "before_the_file") is True  # an older run: as records said then
+    monkeypatch.setenv(FLUSH_ENV, "0")
+    assert flushed_throughout(tmp_path / "before_the_file") is False
+
+
 @pytest.mark.parametrize("higher_is_better", [False, True])
 def test_second_seeds_go_to_the_best_finished_arm_of_each_family(higher_is_better):
     from studies.common import Arm, best_per_family

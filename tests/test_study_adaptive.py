@@ -88,6 +88,40 @@ def test_the_gap_course_reads_both_curves_at_the_same_fractions():
     assert gap_course(adaptive, []) is None
 
 
+def _timed(arm, ms, flushed):
+    return {"arm": arm.id, "ms_per_update": ms, **({} if flushed is None else {"flush_denormal": flushed})}
+
+
+@pytest.mark.parametrize("flushed, mean, starred", [
+    # seed 1's DeFINE arm kept subnormals in a part: the mean is seed 2's alone, seed 1 starred
+    ({"lstm_define_n256": False}, "mean of the seeds whose arms flushed subnormal floats throughout 800 ms "
+                                  "against 900 ms (+12.5%)", ["lstm_define_n256"]),
+    ({}, "mean of the seeds whose arms flushed subnormal floats throughout 900 ms against 1350 ms (+50.0%)", []),
+    # records from before the field: every arm kept them, the mean is of every seed
+    ({a: None for a in ("lstm_adaptive_n256", "lstm_define_n256", "lstm_adaptive_n256_s2", "lstm_define_n256_s2")},
+     "mean of the seeds 900 ms against 1350 ms (+50.0%)",
+     ["lstm_adaptive_n256", "lstm_define_n256", "lstm_adaptive_n256_s2", "lstm_define_n256_s2"]),
+])
+def test_the_time_line_means_only_pairs_that_flushed_subnormals_throughout(flushed, mean, starred):
+    from studies import lm_adaptive_define as s5
+
+    adaptive, define = s5.lstm_pair(False)
+    pair = [adaptive, define, adaptive.with_seed(2), define.with_seed(2)]
+    ms = {"lstm_adaptive_n256": 1000.0, "lstm_define_n256": 1800.0, "lstm_adaptive_n256_s2": 800.0,
+          "lstm_define_n256_s2": 900.0}
+    results = {a.id: _timed(a, ms[a.id], flushed.get(a.id, True)) for a in pair}
+    line = s5.time_line(pair, results, [1, 2])
+    assert mean in line
+    assert ("seed 1 1000 against 1800 ms (+80.0%" + ("*" if "lstm_define_n256" in starred else "") + ")") in line
+    if starred:
+        assert f"kept in some invocation of {', '.join(starred)}:" in line
+    else:
+        assert "*" not in line
+    del results["lstm_define_n256_s2"]["ms_per_update"]  # a seed without a time leaves the mean
+    assert "seed 2" not in s5.time_line(pair, results, [1, 2])
+    assert "not measured" in s5.time_line(pair, results, [2])
+
+
 @pytest.mark.cli
 def test_quick_mode_records_both_pairs_with_the_fields_a_check_reads(tmp_path, corpus_root):
     from studies import lm_adaptive_define as s5
