@@ -18,7 +18,8 @@
    (target overhead <= 3%), at the paper's per-device batch and the CPU recipes' smaller one,
    with the unique-token path's gain (and with --compile, the units under torch.compile; on
    CUDA, each step replayed as a CUDA graph too, where it can be captured), the operators each
-   step dispatches, on
+   step dispatches; and Table 1a's LSTM with DeFINE added on its adaptive input against that
+   adaptive input alone (study 5's pair, at its batch, beside Table 1a's times a batch). On
    batches of real text (WMT news, PTB, WikiText-2 from the data root, --data-root or
    $FAIRSEQ_DEFINE_DATA: run_scripts/corpora.py; words as ids in frequency order, so a
    batch repeats tokens as text does).
@@ -463,6 +464,31 @@ def bench_lm_train(device, dtype, min_run_time, txl_layers, compile_unit, batch=
             report(timed_variants(models, make_step, 5, min_run_time / 4, compile_unit), B * T)
 
 
+# Table 1a's R2 against R3 at CPU scale, as study 5 trains them (studies/lm_adaptive_define.py):
+# the adaptive input alone, and DeFINE (the paper's style) added on it
+TABLE_1A_PAIR = {"adaptive": ("define_lstm_wt2_r2_adaptive", []),
+                 "define": ("define_lstm_wt2_r3_define_n256", ["--define-style", "paper"])}
+
+
+def bench_table_1a_pair(device, dtype, min_run_time, compile_unit, batch=None):
+    """Benchmark 2's row for the abstract's headline: a training step of study 5's LSTM pair
+    at its batch (20 x 70) on WikiText-2's vocabulary (its training text's words and fairseq's
+    4 specials), beside Table 1a's times a batch."""
+    from fairseq_define.paper_tables import TABLE_1A
+
+    B, T = batch or (20, 70)
+    path = corpus("wikitext-2", "wiki.train.tokens")
+    vocab = 4 + len({w for line in path.read_text(encoding="utf-8").splitlines() for w in line.split()})
+    print(f"\n2. training step (forward+backward through the adaptive softmax), Table 1a's R2 against R3 at CPU "
+          f"scale (study 5's LSTM pair), WikiText-2 ({vocab:,} tokens), {B}x{T} tokens")
+    models = {name: build_lm(arch, vocab, extra).to(device=device, dtype=dtype)
+              for name, (arch, extra) in TABLE_1A_PAIR.items()}
+    make_step = lm_step_maker(path, vocab, B, T, device)
+    report(timed_variants(models, make_step, 5, min_run_time / 4, compile_unit), B * T, base="adaptive")
+    r2, r3 = (TABLE_1A.row(r).paper["ms_per_batch"] for r in ("r2_adaptive", "r3_define_n256"))
+    print(f"  the paper (Table 1a, WikiText-103 on a GPU): R2 {r2} against R3 {r3} ms a batch, ratio {r3 / r2:.3f}")
+
+
 def lm_step_maker(path, vocab, B, T, device):
     """``make_step(model)``: one training step of a language model (through its adaptive
     softmax) on B x T tokens of the text at ``path``."""
@@ -669,6 +695,7 @@ def main():
         batches = [tuple(int(v) for v in b.split("x")) for b in args.nmt_batch.split()]
         bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, batches, args.compile)
         bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers, args.compile, quick.get("lm_batch"))
+        bench_table_1a_pair(args.device, dtype, args.min_run_time, args.compile, quick.get("lm_batch"))
     if args.only in (None, 3):
         bench_inference(args.device, dtype, args.min_run_time)
         bench_lm_inference(args.device, dtype, args.min_run_time)

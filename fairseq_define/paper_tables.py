@@ -74,12 +74,15 @@ class Table:
         )
 
 
-def _ppl(params, valid, test, split=None):
+def _ppl(params, valid, test, split=None, ms=None):
     """The paper's numbers of a language model row; ``split``: its (DeFINE, context model,
-    input-output) parameters where the paper gives them."""
+    input-output) parameters where the paper gives them; ``ms``: its training time, ms a batch
+    (Table 1a; not a column ours are set beside)."""
     paper = {"params": params, "valid_ppl": valid, "test_ppl": test}
     if split is not None:
         paper.update(zip(("define", "context", "input_output"), split))
+    if ms is not None:
+        paper["ms_per_batch"] = ms
     return paper
 
 
@@ -106,17 +109,17 @@ TABLE_1A = Table(
     ("params", "valid_ppl", "test_ppl"),
     (
         _lstm_row("r1_standard", "R1 Standard, n=256", "define_lstm_wt103_r1_standard",
-                  _ppl(92.17, 43.24, 44.12, (0.0, 23.36, 68.81)), short="R1 standard n=256",
+                  _ppl(92.17, 43.24, 44.12, (0.0, 23.36, 68.81), ms=1150), short="R1 standard n=256",
                   args=("--criterion", "cross_entropy"),  # a full softmax: no adaptive bands
                   small_extra=("--criterion", "cross_entropy")),
         _lstm_row("r2_adaptive", "R2 Adaptive, n=256", "define_lstm_wt103_r2_adaptive",
-                  _ppl(32.61, 43.49, 44.87, (0.0, 23.36, 9.25)), short="R2 adaptive n=256"),
+                  _ppl(32.61, 43.49, 44.87, (0.0, 23.36, 9.25), ms=297), short="R2 adaptive n=256"),
         _lstm_row("r3_define_n256", "R3 Adaptive + DeFINE, N=3, n=256", "define_lstm_wt103_r3_define_n256",
-                  _ppl(33.02, 39.99, 41.17, (0.41, 23.36, 9.25)), short="R3 DeFINE N=3 n=256"),
+                  _ppl(33.02, 39.99, 41.17, (0.41, 23.36, 9.25), ms=298), short="R3 DeFINE N=3 n=256"),
         _lstm_row("r4_define_n384", "R4 Adaptive + DeFINE, N=7, n=384", "define_lstm_wt103_r4_define_n384",
-                  _ppl(40.46, 36.95, 38.01, (1.83, 24.73, 13.90)), short="R4 DeFINE N=7 n=384"),
+                  _ppl(40.46, 36.95, 38.01, (1.83, 24.73, 13.90), ms=364), short="R4 DeFINE N=7 n=384"),
         _lstm_row("r5_define_n512", "R5 Adaptive + DeFINE, N=11, n=512", "define_lstm_wt103_r5_define_n512",
-                  _ppl(48.69, 34.94, 35.94, (3.89, 26.24, 18.55)), short="R5 DeFINE N=11 n=512"),
+                  _ppl(48.69, 34.94, 35.94, (3.89, 26.24, 18.55), ms=459), short="R5 DeFINE N=11 n=512"),
     ),
 )
 

@@ -75,6 +75,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_define.errors import UserError
 from fairseq_define.output_files import write_text
+from fairseq_define.paper_tables import TABLE_1A
 from fairseq_define.tools.train_log import train_seconds_per_update
 
 from . import lm_transformer_wikitext2 as study4
@@ -112,8 +113,8 @@ UNIT = ("--define-expand-dim", "384", "--define-depth", "3", "--define-transform
 MAX_GROWTH = 0.06  # the DeFINE arm at most 6% larger than its pair (issue 59)
 QUICK_CUTOFF = "200,800"  # the quick slices' 7K types
 SCORES = "scores"  # beside runs/ (committed): each arm's test blocks' log-probabilities
-# Table 1a (WikiText-103, a GPU): (arm, params M, val ppl, test ppl, ms a batch)
-PAPER = (("R2 Adaptive, n = 256", 32.61, 43.49, 44.87, 297), ("R3 Adaptive + DeFINE, N = 3", 33.02, 39.99, 41.17, 298))
+# Table 1a's R2 and R3 (WikiText-103, a GPU): the pair this study scales down
+PAPER = tuple(TABLE_1A.row(r) for r in ("r2_adaptive", "r3_define_n256"))
 
 
 @dataclass
@@ -265,7 +266,8 @@ def time_line(pair: Sequence[Arm], results: Dict[str, dict], seeds: Sequence[int
     the mean over only the pairs whose arms flushed subnormal floats in every invocation
     (their records' ``flush_denormal``) when there are any: an arm that kept them, with a
     saturated LSTM, stepped several times slower, which is no cost of the unit."""
-    paper = f"the paper {PAPER[0][4]} against {PAPER[1][4]} ms a batch on a GPU ({_pct(PAPER[1][4], PAPER[0][4])})"
+    ta, tb = (r.paper["ms_per_batch"] for r in PAPER)
+    paper = f"the paper {ta} against {tb} ms a batch on a GPU ({_pct(tb, ta)})"
     timed, kept = [], []
     for seed in seeds:
         r = [results[a.id] for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed]
@@ -337,10 +339,12 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict])
     pa, pb = params[ADAPTIVE], params[DEFINE]
     if pa and pb:
         lines.append(f"Parameters: {names[ADAPTIVE]} {pa:.2f}M, {names[DEFINE]} {pb:.2f}M ({_pct(pb, pa)}); the "
-                     f"paper {PAPER[0][1]:.2f}M against {PAPER[1][1]:.2f}M ({_pct(PAPER[1][1], PAPER[0][1])}).")
+                     f"paper {PAPER[0].paper['params']:.2f}M against {PAPER[1].paper['params']:.2f}M "
+                     f"({_pct(PAPER[1].paper['params'], PAPER[0].paper['params'])}).")
     lines.append(time_line(pair, results, [seed for seed, _, _ in rows]))
-    lines.append(f"The paper (Table 1a, WikiText-103): {PAPER[0][0]} {PAPER[0][2]} / {PAPER[0][3]} val / test, "
-                 f"{PAPER[1][0]} {PAPER[1][2]} / {PAPER[1][3]} ({_pct(PAPER[1][3], PAPER[0][3])} test).")
+    (r2, a), (r3, b) = ((r.label, r.paper) for r in PAPER)
+    lines.append(f"The paper (Table 1a, WikiText-103): {r2} {a['valid_ppl']} / {a['test_ppl']} val / test, "
+                 f"{r3} {b['valid_ppl']} / {b['test_ppl']} ({_pct(b['test_ppl'], a['test_ppl'])} test).")
     falls = []
     for a in pair:
         fall = last_fifth_fall((results.get(a.id) or {}).get("valid_curve", {}).get("points") or [])

@@ -69,6 +69,11 @@ def test_every_benchmark_runs_in_quick_mode(corpus_root, tmp_path):
     assert sum(line.startswith(("paper ", "authors ")) for line in out.splitlines()) == 6
     assert out.count("unique-token path gain") == 6
     assert out.count("the embedding's step alone (source side): projective") == 1  # 2, the NMT batch
+    pair = out[out.index("Table 1a's R2 against R3"):]  # 2, study 5's LSTM pair beside the paper's times
+    from fairseq_define.paper_tables import TABLE_1A
+
+    r2, r3 = (TABLE_1A.row(r).paper["ms_per_batch"] for r in ("r2_adaptive", "r3_define_n256"))
+    assert "ratio to adaptive 1.000" in pair and "define " in pair and f"R2 {r2} against R3 {r3} ms a batch" in pair
     host = out[out.index("6. host time"):]
     assert host.count("ratio to projective 1.000") == 3 and host.count("non-view aten operators a step") == 9
     assert out.count("every token through the unit (same work as theirs): ratio") == 2
