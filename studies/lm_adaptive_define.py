@@ -67,6 +67,8 @@ budget and seed.
 """
 
 import logging
+import math
+import random
 import re
 from copy import copy
 from dataclasses import dataclass, replace
@@ -220,6 +222,39 @@ def keep_scores(eval_log: Path, out_dir: Path, arm_id: str) -> Path:
     return path
 
 
+def read_scores(path: Path) -> List[Tuple[int, float]]:
+    """(tokens, summed log-probability) of each test block in a kept scores file."""
+    rows = path.read_text(encoding="utf-8").splitlines()[1:]
+    return [(int(t), float(lp)) for _, t, lp in (r.split("\t") for r in rows if r)]
+
+
+BOOTSTRAP = 1000  # resamples of the paired test (as sacreBLEU's paired bootstrap, studies/nmt_multi30k.py)
+
+
+def paired_bootstrap(adaptive: Sequence[Tuple[int, float]], define: Sequence[Tuple[int, float]],
+                     resamples: int = BOOTSTRAP, seed: int = 12345) -> Optional[Tuple[float, float]]:
+    """(DeFINE's test perplexity over the adaptive input's, less 1; two-sided p) from the two
+    arms' scores of the same test blocks: the blocks resampled with replacement, the p the share
+    of resamples whose log-perplexity difference lies as far from the resamples' mean as the
+    observed one (Koehn 2004's paired bootstrap, the null shifted to the mean). Blocks are
+    consecutive, so where a state runs across them (the LSTM) they are not independent and the
+    p is a guide. None where the arms' blocks differ (not the same test blocks)."""
+    if not adaptive or [t for t, _ in adaptive] != [t for t, _ in define]:
+        return None
+    tokens = [t for t, _ in adaptive]
+    gain = [a - b for (_, a), (_, b) in zip(adaptive, define)]  # nats DeFINE's log-perplexity adds a block
+
+    def diff(idx: Sequence[int]) -> float:
+        return sum(gain[i] for i in idx) / sum(tokens[i] for i in idx)
+
+    observed = diff(range(len(gain)))
+    rng = random.Random(seed)
+    drawn = [diff([rng.randrange(len(gain)) for _ in gain]) for _ in range(resamples)]
+    centre = sum(drawn) / resamples
+    extreme = sum(abs(d - centre) >= abs(observed) for d in drawn)
+    return math.expm1(observed), (1 + extreme) / (1 + resamples)
+
+
 # ---------------------------------------------------------------------------- report
 
 
@@ -291,11 +326,12 @@ def time_line(pair: Sequence[Arm], results: Dict[str, dict], seeds: Sequence[int
     return line
 
 
-def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict]) -> str:
+def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict], out_dir: Optional[Path] = None) -> str:
     """The family's each seed's pair (valid and test perplexity, the difference), the
     means, whether every seed agrees, parameters, training time an update, the paper's R2/R3
     beside them, how much each curve still fell over the last fifth, and the validation gap's
-    course (a ranking steady while the curves fall, or one still moving)."""
+    course (a ranking steady while the curves fall, or one still moving); with ``out_dir``, the
+    paired bootstrap of each seed's kept test scores."""
     lines = ["", "## DeFINE on the adaptive input, pair by pair", "",
              "Each seed's pair trained with the same recipe, data, budget and seed; difference: DeFINE's test "
              "perplexity against the adaptive input's (negative: DeFINE lower). Time an update: fairseq's "
@@ -367,8 +403,30 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict])
     if courses:
         lines.append("DeFINE's validation perplexity against the adaptive input's at "
                      + ", ".join(f"{f:g}" for f in GAP_AT) + " of the updates: " + "; ".join(courses) + ".")
+    if out_dir is not None:
+        lines += bootstrap_lines(pair, [seed for seed, _, _ in rows], out_dir)
     lines.append("")
     return "\n".join(lines)
+
+
+def bootstrap_lines(pair: Sequence[Arm], seeds: Sequence[int], out_dir: Path) -> List[str]:
+    """The paired bootstrap of each seed's pair on its kept test scores (where both arms have them)."""
+    found = []
+    for seed in seeds:
+        paths = [scores_file(out_dir, a.id) for f in (ADAPTIVE, DEFINE) for a in pair
+                 if a.family == f and a.seed == seed]
+        if len(paths) == 2 and all(p.is_file() for p in paths):
+            scores = [read_scores(p) for p in paths]
+            test = paired_bootstrap(*scores)
+            found.append((seed, len(scores[0]), test))
+    if not found:
+        return []
+    each = "; ".join(f"seed {s}: not the same test blocks" if t is None else
+                     f"seed {s} {100 * t[0]:+.1f}%, p {'<=' if t[1] <= 1 / BOOTSTRAP else '='} {t[1]:.3f}"
+                     for s, _, t in found)
+    return [f"Paired bootstrap of the test perplexity over the {found[0][1]} test blocks ({BOOTSTRAP} resamples; "
+            f"two-sided p; consecutive blocks, so a guide): {each}. It measures the test set's sampling noise for "
+            "one pair of trained models, not the seeds' spread."]
 
 
 # ---------------------------------------------------------------------------- main
@@ -423,7 +481,7 @@ def report_family(model: Model, args, updates: int, budget: Budget, workdir: Pat
     # the table's last column: the record's time an update, beside its metrics
     shown = {k: {**r, "metrics": {**r["metrics"], "ms_per_update": r.get("ms_per_update")}} for k, r in results.items()}
     return write_report(report, chosen, shown, budget, out_dir, "valid_ppl", workdir,
-                        extra_md=pairs_section(model, chosen, results))
+                        extra_md=pairs_section(model, chosen, results, out_dir))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -88,6 +88,28 @@ def test_the_gap_course_reads_both_curves_at_the_same_fractions():
     assert gap_course(adaptive, []) is None
 
 
+def test_the_paired_bootstrap_reads_the_perplexity_ratio_and_how_sure_it_is(tmp_path):
+    """Over the same test blocks: a DeFINE arm lower on every block is lower beyond the test
+    set's noise; arms that differ by a block-to-block coin flip are not; blocks that are not
+    the same test blocks are no pair. The difference is the whole test set's perplexity ratio."""
+    from studies.lm_adaptive_define import BOOTSTRAP, paired_bootstrap, read_scores
+
+    adaptive = [(100, -500.0 - i) for i in range(60)]
+    better = [(t, lp + 5.0 + (i % 3)) for i, (t, lp) in enumerate(adaptive)]
+    ratio, p = paired_bootstrap(adaptive, better)
+    ppl = [math.exp(-sum(lp for _, lp in x) / sum(t for t, _ in x)) for x in (adaptive, better)]
+    assert ratio == pytest.approx(ppl[1] / ppl[0] - 1) and ratio < 0
+    assert p == pytest.approx(1 / (1 + BOOTSTRAP))
+    coin = [(t, lp + (1.0 if i % 2 else -1.0)) for i, (t, lp) in enumerate(adaptive)]
+    ratio, p = paired_bootstrap(adaptive, coin)
+    assert abs(ratio) < 1e-12 and p > 0.5
+    assert paired_bootstrap(adaptive, adaptive[1:]) is None
+    assert paired_bootstrap(adaptive, [(101, lp) for _, lp in adaptive]) is None
+    kept = tmp_path / "arm.test.tsv"  # keep_scores' format
+    kept.write_text("sample\ttokens\tlogprob\n0\t1024\t-4795.5137\n0\t1024\t-5155.8821\n")
+    assert read_scores(kept) == [(1024, -4795.5137), (1024, -5155.8821)]
+
+
 def _timed(arm, ms, flushed):
     return {"arm": arm.id, "ms_per_update": ms, **({} if flushed is None else {"flush_denormal": flushed})}
 
