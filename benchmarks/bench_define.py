@@ -659,6 +659,9 @@ def main():
     parser.add_argument("--row-bucket", type=int, default=0, metavar="N",
                         help="with --compile: the compiled units' rows padded to a multiple of N (static shapes for "
                         "reduce-overhead's CUDA graphs)")
+    parser.add_argument("--train-rows", default="nmt,lm,table1a",
+                        help="benchmark 2's rows, comma-separated: nmt (define_transformer_wmt_en_de), lm (the "
+                        "AWD-LSTM and the Transformer-XL), table1a (study 5's LSTM pair); default all three")
     parser.add_argument("--quick", action="store_true", help="a check that the benchmarks run: tiny batches, one "
                         "layer, short timings (tests/test_benchmarks.py); its numbers mean nothing")
     parser.add_argument("--data-root", help="folder of the corpora (default $FAIRSEQ_DEFINE_DATA, else the default "
@@ -692,10 +695,16 @@ def main():
             **({"rows": quick["rows"], "length": quick["length"]} if quick else {}),
         )
     if args.only in (None, 2):
+        rows = set(args.train_rows.split(","))
+        if not rows or rows - {"nmt", "lm", "table1a"}:
+            parser.error(f"--train-rows takes nmt, lm and table1a, comma-separated; got {args.train_rows!r}")
         batches = [tuple(int(v) for v in b.split("x")) for b in args.nmt_batch.split()]
-        bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, batches, args.compile)
-        bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers, args.compile, quick.get("lm_batch"))
-        bench_table_1a_pair(args.device, dtype, args.min_run_time, args.compile, quick.get("lm_batch"))
+        if "nmt" in rows:
+            bench_train(args.device, dtype, args.min_run_time, args.nmt_layers, batches, args.compile)
+        if "lm" in rows:
+            bench_lm_train(args.device, dtype, args.min_run_time, args.txl_layers, args.compile, quick.get("lm_batch"))
+        if "table1a" in rows:
+            bench_table_1a_pair(args.device, dtype, args.min_run_time, args.compile, quick.get("lm_batch"))
     if args.only in (None, 3):
         bench_inference(args.device, dtype, args.min_run_time)
         bench_lm_inference(args.device, dtype, args.min_run_time)

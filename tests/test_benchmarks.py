@@ -100,3 +100,13 @@ def test_denormal_step_times_a_checkpoint_both_ways(trained, wmt_bin):
     bad = run_cli(sys.executable, ROOT / "benchmarks" / "denormal_step.py", "--path", trained / "nothing.pt",
                   "--data", wmt_bin / "bin", check=False)
     assert bad.returncode == 2 and "nothing.pt not found" in bad.stdout and "Traceback" not in bad.stdout
+
+
+@pytest.mark.parametrize("rows", ["nmt,bogus", ""])
+def test_an_unknown_row_of_benchmark_2_is_one_line_and_exit_2(rows):
+    import sys
+
+    bad = run_cli(sys.executable, ROOT / "benchmarks" / "bench_define.py", "--only", "2", "--train-rows", rows,
+                  check=False)
+    assert bad.returncode == 2 and "--train-rows takes nmt, lm and table1a" in bad.stdout
+    assert "Traceback" not in bad.stdout
