@@ -47,7 +47,7 @@ budget and seed.
              leaves it at once and ends the same on both seeds; +3.7% parameters, +14.3% time an
              update. transformer_lm, seeds 1 and 2: DeFINE ahead on both, -2.0% and -0.8% test
              perplexity (161.96 against 164.24, -1.4%), +4.9% parameters, +3.5% time an update.
-             LSTM at --updates 6000 (docs/studies/lm_adaptive_define_u6000): seed 1 DeFINE
+             LSTM at --updates 6000 (its own study, docs/studies/lm_adaptive_define_lstm_u6000): seed 1 DeFINE
              +11.4% test perplexity (151.82 against 136.26), its first LSTM layer's gates
              saturated (benchmarks/denormal_step.py); seed 2 to come. Subnormal floats are
              flushed (FAIRSEQ_DEFINE_FLUSH_DENORMAL, set by studies/common.py): kept, the
@@ -444,6 +444,14 @@ def recorded(arms: Sequence[Arm], workdir: Path, records: Path) -> Dict[str, dic
     return found
 
 
+def budgeted(model: Model, args) -> Model:
+    """The family at another budget than UPDATES (--updates N) is a study of its own, STUDY_uN
+    (its records, folders and report), so that every study's pairs share one budget."""
+    if args.quick or not args.updates or args.updates == UPDATES:
+        return model
+    return replace(model, study=f"{model.study}_u{args.updates}")
+
+
 def study_dirs(args, model: Model) -> Tuple[Path, Path]:
     """The family's own work folder and report folder: WORKDIR/<study> under the study's work
     folder, its report in docs/studies/<study> (--out DIR: DIR/<study>)."""
@@ -495,7 +503,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = select_arms(grid, args.arms)
     if not (args.no_second_seed or args.quick or args.arms):
         chosen += seeds_after_the_first(chosen)
-    families = [m for m in MODELS if any(a.name.startswith(m.prefix) for a in chosen)]
+    families = [budgeted(m, args) for m in MODELS if any(a.name.startswith(m.prefix) for a in chosen)]
     # every family's folders checked before any work (an existing report refused up front)
     dirs = {m.study: study_dirs(args, m) for m in families}
     corpus_dir = corpus("wikitext-2", args)

@@ -110,6 +110,22 @@ def test_the_paired_bootstrap_reads_the_perplexity_ratio_and_how_sure_it_is(tmp_
     assert read_scores(kept) == [(1024, -4795.5137), (1024, -5155.8821)]
 
 
+@pytest.mark.parametrize("argv, study", [
+    ([], "lm_adaptive_define_lstm"), (["--updates", "3000"], "lm_adaptive_define_lstm"),
+    (["--updates", "6000"], "lm_adaptive_define_lstm_u6000"),
+    (["--quick", "--updates", "6"], "lm_adaptive_define_lstm"),
+])
+def test_another_budget_is_a_study_of_its_own(argv, study):
+    """Every study's records share one budget: a check pairing a study's records by seed and n
+    never pairs a 3,000-update arm with a 6,000-update one."""
+    from studies import lm_adaptive_define as s5
+    from studies.common import base_parser
+
+    args = base_parser("prog", "doc", s5.UPDATES, s5.MINUTES).parse_args(argv)
+    lstm = s5.budgeted(s5.MODELS[0], args)
+    assert lstm.study == study and lstm.pair is s5.MODELS[0].pair
+
+
 def _timed(arm, ms, flushed):
     return {"arm": arm.id, "ms_per_update": ms, **({} if flushed is None else {"flush_denormal": flushed})}
 
