@@ -122,12 +122,17 @@ def subprocess_env() -> Dict[str, str]:
     return env
 
 
+def flushing() -> bool:
+    """Whether this invocation's training subprocesses flush subnormal floats."""
+    return subprocess_env()[FLUSH_ENV] == "1"
+
+
 def note_flush(run_dir: Path) -> None:
     """FLUSH_FILE after one more training invocation of the arm in ``run_dir``: stays 1 only
     while this one flushes subnormals too."""
     flush = run_dir / FLUSH_FILE
     before = flush.read_text().strip() if flush.is_file() else "1"
-    write_text(flush, "1\n" if before == "1" and subprocess_env()[FLUSH_ENV] == "1" else "0\n")
+    write_text(flush, "1\n" if before == "1" and flushing() else "0\n")
 
 
 def flushed_throughout(run_dir: Path) -> bool:
@@ -136,7 +141,7 @@ def flushed_throughout(run_dir: Path) -> bool:
     flush = run_dir / FLUSH_FILE
     if flush.is_file():
         return flush.read_text().strip() == "1"
-    return subprocess_env()[FLUSH_ENV] == "1"
+    return flushing()
 
 
 def lib_sh(function: str, args: Sequence[str], arrays: Dict[str, Sequence[str]], scalars: Dict[str, str] = None,

@@ -296,16 +296,21 @@ def gap_course(adaptive: Sequence[Sequence[float]], define: Sequence[Sequence[fl
     return gaps
 
 
+def seed_pair(pair: Sequence[Arm], seed: int) -> List[Arm]:
+    """The arms of ``pair`` at ``seed``: the adaptive input's first, then DeFINE's."""
+    return [a for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed]
+
+
 def time_line(pair: Sequence[Arm], results: Dict[str, dict], seeds: Sequence[int]) -> str:
     """Each seed's training time an update (adaptive input against + DeFINE) and their mean,
     the mean over only the pairs whose arms flushed subnormal floats in every invocation
     (their records' ``flush_denormal``) when there are any: an arm that kept them, with a
     saturated LSTM, stepped several times slower, which is no cost of the unit."""
-    ta, tb = (r.paper["ms_per_batch"] for r in PAPER)
-    paper = f"the paper {ta} against {tb} ms a batch on a GPU ({_pct(tb, ta)})"
+    r2, r3 = (r.paper["ms_per_batch"] for r in PAPER)
+    paper = f"the paper {r2} against {r3} ms a batch on a GPU ({_pct(r3, r2)})"
     timed, kept = [], []
     for seed in seeds:
-        r = [results[a.id] for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed]
+        r = [results[a.id] for a in seed_pair(pair, seed)]
         if all(x.get("ms_per_update") for x in r):
             timed.append((seed, r[0]["ms_per_update"], r[1]["ms_per_update"], all(x.get("flush_denormal") for x in r)))
             kept += [x["arm"] for x in r if not x.get("flush_denormal")]
@@ -342,7 +347,7 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict],
     lines += [f"### {model.label}", ""]
     rows, diffs = [], []
     for seed in sorted({a.seed for a in pair}):
-        r = {f: results.get(a.id) for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed}
+        r = {a.family: results.get(a.id) for a in seed_pair(pair, seed)}
         if len(r) < 2 or None in r.values():
             lines.append(f"Seed {seed}: the pair is not complete yet.")
             continue
@@ -395,8 +400,7 @@ def pairs_section(model: "Model", arms: Sequence[Arm], results: Dict[str, dict],
                         if any(f.endswith("(over 2%)") for f in falls) else ""))
     courses = []
     for seed, _, _ in rows:
-        curves = [(results[a.id].get("valid_curve") or {}).get("points") or []
-                  for f in (ADAPTIVE, DEFINE) for a in pair if a.family == f and a.seed == seed]
+        curves = [(results[a.id].get("valid_curve") or {}).get("points") or [] for a in seed_pair(pair, seed)]
         gaps = gap_course(*curves)
         if gaps is not None:
             courses.append(f"seed {seed} " + ", ".join(f"{100 * g:+.1f}%" for g in gaps))
@@ -413,8 +417,7 @@ def bootstrap_lines(pair: Sequence[Arm], seeds: Sequence[int], out_dir: Path) ->
     """The paired bootstrap of each seed's pair on its kept test scores (where both arms have them)."""
     found = []
     for seed in seeds:
-        paths = [scores_file(out_dir, a.id) for f in (ADAPTIVE, DEFINE) for a in pair
-                 if a.family == f and a.seed == seed]
+        paths = [scores_file(out_dir, a.id) for a in seed_pair(pair, seed)]
         if len(paths) == 2 and all(p.is_file() for p in paths):
             scores = [read_scores(p) for p in paths]
             test = paired_bootstrap(*scores)
