@@ -47,9 +47,11 @@ budget and seed.
              leaves it at once and ends the same on both seeds; +3.7% parameters, +14.3% time an
              update. transformer_lm, seeds 1 and 2: DeFINE ahead on both, -2.0% and -0.8% test
              perplexity (161.96 against 164.24, -1.4%), +4.9% parameters, +3.5% time an update.
-             LSTM at --updates 6000 (its own study, docs/studies/lm_adaptive_define_lstm_u6000): seed 1 DeFINE
-             +11.4% test perplexity (151.82 against 136.26), its first LSTM layer's gates
-             saturated (benchmarks/denormal_step.py); seed 2 to come. Subnormal floats are
+             LSTM at --updates 6000 (its own study, lm_adaptive_define_lstm_u6000): DeFINE
+             behind on both seeds, +11.4% and +11.1% test perplexity (mean 151.85 against
+             136.48, +11.3%), the gap steady over the second half; its first LSTM layer's
+             gates saturated (benchmarks/denormal_step.py), which --map-scale 1 for the unit
+             undid without closing the gap over 1,492 updates. Subnormal floats are
              flushed (FAIRSEQ_DEFINE_FLUSH_DENORMAL, set by studies/common.py): kept, the
              saturated LSTM stepped 3.6-4.1 times slower.
              The paper: DeFINE 8.2% lower test perplexity than the adaptive input it is added
