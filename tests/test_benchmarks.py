@@ -110,3 +110,19 @@ def test_an_unknown_row_of_benchmark_2_is_one_line_and_exit_2(rows):
                   check=False)
     assert bad.returncode == 2 and "--train-rows takes nmt, lm and table1a" in bad.stdout
     assert "Traceback" not in bad.stdout
+
+
+def test_benchmark_2s_table_1a_pair_is_study_5s_lstm_pair():
+    """The benchmark times the arms the study trains (it cannot import the study: benchmarks
+    run where matplotlib and the studies' tools are not installed). Read from its source, so
+    that importing the script changes nothing here."""
+    import ast
+
+    from studies.lm_adaptive_define import lstm_pair
+
+    tree = ast.parse((ROOT / "benchmarks" / "bench_define.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TABLE_1A_PAIR")
+    adaptive, define = lstm_pair(False)
+    assert ast.literal_eval(node.value) == {"adaptive": (adaptive.arch, list(adaptive.args)),
+                                            "define": (define.arch, list(define.args))}
